@@ -1,0 +1,179 @@
+"""`raypress run | submit | validate | plan | ops` — the command line over the pipeline engine."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="raypress: declarative pipelines of data, training, evaluation and serving ops on Ray.")
+_WIDTH = None if sys.stdout.isatty() else 160  # rich assumes 80 columns when piped; ledgers are wider
+console = Console(stderr=True, highlight=False, width=_WIDTH)
+out = Console(highlight=False, width=_WIDTH)
+
+
+def _load_or_exit(file: str, overrides: list[str]):
+    from raypress.dag.validate import PipelineInvalid, load_pipeline
+
+    try:
+        return load_pipeline(file, overrides)
+    except PipelineInvalid as exc:
+        console.print(f"[bold red]{file}: {len(exc.problems)} problem(s)[/]")
+        for p in exc.problems:
+            console.print(f"  {p}", markup=False)
+        raise typer.Exit(2)
+
+
+@app.command()
+def validate(file: str = typer.Argument(..., help="pipeline YAML"),
+             set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)")):
+    """Check a pipeline without running it; print every problem with file:line."""
+    vp = _load_or_exit(file, set_)
+    out.print(f"{file}: ok ({len(vp.nodes)} nodes)")
+
+
+@app.command()
+def plan(file: str = typer.Argument(..., help="pipeline YAML"),
+         set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override")):
+    """Print the DAG in execution order, with materialization points and resources."""
+    from raypress.dag.plan import describe, make_plan
+
+    vp = _load_or_exit(file, set_)
+    rows = describe(make_plan(vp))
+    table = Table(title=f"plan: {vp.spec.name}")
+    for col in ("step", "node", "op", "kind", "inputs", "resources", "materialized"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*(str(r[c]) for c in ("step", "node", "op", "kind", "inputs", "resources", "materialized")))
+    out.print(table)
+
+
+def _event_printer(event: dict) -> None:
+    kind = event.get("event")
+    node = event.get("node")
+    if kind == "node_started":
+        console.print(f"[cyan]▶[/] {node} ({event.get('op')})")
+    elif kind == "node_finished":
+        if "rows_out" in event:
+            console.print(f"[green]✓[/] {node}: {event['rows_in']} in → {event['rows_out']} out "
+                          f"({event['seconds']:.1f}s)")
+        else:
+            console.print(f"[green]✓[/] {node}: {event.get('artifact')} ({event.get('seconds', 0):.1f}s)")
+    elif kind == "node_skipped":
+        console.print(f"[yellow]↷[/] {node}: skipped ({event.get('reason')})")
+    elif kind and kind.endswith("_progress"):
+        fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "node", "ts"))
+        console.print(f"  {node}: {fields}", markup=False)
+
+
+def print_ledger(ledger: dict) -> None:
+    table = Table(title="ledger")
+    for col in ("node", "op", "in", "out", "dropped", "dups", "quarantined", "s"):
+        table.add_column(col, justify="right" if col in ("in", "out", "dups", "quarantined", "s") else "left")
+    for nid, e in ledger["nodes"].items():
+        dropped = ", ".join(f"{r}: {n}" for r, n in e["dropped"].items()) or "-"
+        table.add_row(nid, e["op"], str(e["rows_in"]), str(e["rows_out"]) if not e.get("transforms") else
+                      (e.get("artifact") and "artifact" or str(e["rows_out"])), dropped, str(e["duplicates"]),
+                      str(e["quarantined"]), f"{e['seconds']:.1f}")
+    out.print(table)
+    if ledger["adds_up"]:
+        out.print("[green]ledger adds up[/]")
+    else:
+        out.print("[bold red]ledger does NOT add up:[/]")
+        for p in ledger.get("problems", []):
+            out.print(f"  {p}", markup=False)
+
+
+@app.command()
+def run(file: str = typer.Argument(..., help="pipeline YAML"),
+        run_dir: Optional[str] = typer.Option(None, "--run-dir", help="default runs/<name>/<timestamp>"),
+        set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)"),
+        address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded Ray, "
+                                              "or RAY_ADDRESS)")):
+    """Run a pipeline on Ray (embedded by default) and print the ledger."""
+    from raypress.dag.runner import RunFailed, Runner
+    from raypress.dag.store import default_run_dir
+
+    vp = _load_or_exit(file, set_)
+    run_dir = run_dir or default_run_dir(vp.spec.name)
+    console.print(f"[bold]{vp.spec.name}[/]: {len(vp.nodes)} nodes → {run_dir}")
+    runner = Runner(vp, run_dir, address=address, on_event=_event_printer)
+    try:
+        ledger = runner.run().to_json()
+    except RunFailed as exc:
+        console.print(f"[bold red]run failed:[/] {exc}", markup=True)
+        raise typer.Exit(1)
+    except Exception as exc:  # an op or stage crashed: one clear line, the traceback in events.jsonl
+        console.print(f"[bold red]run failed:[/] {type(exc).__name__}: {exc}")
+        console.print(f"(details in {runner.store.root}/events.jsonl)")
+        raise typer.Exit(1)
+    print_ledger(ledger)
+    out.print(f"run directory: {runner.store.root}")
+    if not ledger["adds_up"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def submit(file: str = typer.Argument(..., help="pipeline YAML"),
+           address: str = typer.Option(..., "--address", help="Ray dashboard address, e.g. http://HOST:8265"),
+           run_dir: Optional[str] = typer.Option(None, "--run-dir", help="run directory on the cluster"),
+           set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override"),
+           pip: List[str] = typer.Option([], "--pip", help="extra pip requirement for the cluster's runtime env"),
+           no_follow: bool = typer.Option(False, "--no-follow", help="submit and return without streaming logs")):
+    """Submit a pipeline to a Ray cluster through the Jobs API; exit with the job's status."""
+    from raypress.cluster import submit_pipeline
+
+    _load_or_exit(file, set_)
+    status = submit_pipeline(file, address, run_dir, list(set_), extra_pip=list(pip) or None,
+                             follow=not no_follow, echo=lambda s: out.print(s, end="", markup=False))
+    out.print(f"job status: {status}")
+    if no_follow:
+        return
+    raise typer.Exit(0 if status == "SUCCEEDED" else 1)
+
+
+@app.command()
+def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameters")):
+    """List every operator (kind, one-line doc), or one operator's parameters."""
+    from raypress.operators.registry import all_ops, did_you_mean, get_op
+
+    if name is None:
+        table = Table(title="operators")
+        for col in ("op", "kind", "description"):
+            table.add_column(col)
+        for op_name, cls in all_ops().items():
+            table.add_row(op_name, cls.kind.value, cls.summary())
+        out.print(table)
+        return
+    cls = get_op(name)
+    if cls is None:
+        console.print(f"unknown op {name!r}{did_you_mean(name, all_ops())}")
+        raise typer.Exit(2)
+    out.print(f"[bold]{name}[/] ({cls.kind.value}): {cls.summary()}")
+    inputs = ", ".join(f"{k}: {v.value}" for k, v in cls.inputs.items()) or "none"
+    out.print(f"inputs: {inputs}; output: {cls.output.value}; "
+              f"resources: cpu={cls.resources.num_cpus:g} gpu={cls.resources.num_gpus:g}"
+              f"{'; runs in an actor pool' if cls.stateful else ''}; batch size: {cls.batch_size}")
+    table = Table()
+    for col in ("param", "type", "default", "description"):
+        table.add_column(col)
+    for pname, field in cls.Params.model_fields.items():
+        ann = getattr(field.annotation, "__name__", None) or str(field.annotation).replace("typing.", "")
+        default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
+        table.add_row(pname, ann, default, field.description or "")
+    out.print(table)
+
+
+def main() -> None:
+    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    app()
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

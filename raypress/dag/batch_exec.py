@@ -1,0 +1,186 @@
+"""Run one streaming op on an Arrow batch: live rows only, stats merged, errors quarantined.
+
+This is the wrapper the runner hands to `map_batches`.  The op never sees tombstones; rows it
+filters become tombstones; a batch that raises is retried row by row and only the failing rows
+become error tombstones, so one bad row never kills a run.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raypress.operators.base import Filter, Mapper, Operator, json_detail
+from raypress.schema import (
+    DETAIL_COL,
+    KIND_COL,
+    NODE_COL,
+    REASON_COL,
+    STATS_COL,
+    TOMBSTONE_COLS,
+    TombstoneKind,
+    alive_mask,
+    ensure_tombstone_columns,
+    with_tombstones,
+)
+
+
+def error_category(exc: BaseException) -> str:
+    return type(exc).__name__
+
+
+def error_detail(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"[:2000]
+
+
+def _stat_array(values) -> pa.Array:
+    """Stats are float64 (numbers), bool, or whatever Arrow infers: stable across batches."""
+    arr = pa.array(list(values))
+    if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_null(arr.type):
+        return arr.cast(pa.float64())
+    return arr
+
+
+def merge_stats(table: pa.Table, stats: dict[str, Any]) -> pa.Table:
+    """Add/replace fields of the `stats` struct column."""
+    fields: dict[str, pa.Array] = {}
+    if STATS_COL in table.column_names:
+        col = table.column(STATS_COL).combine_chunks()
+        if pa.types.is_struct(col.type):
+            for i in range(col.type.num_fields):
+                fields[col.type.field(i).name] = col.field(i)
+    for name, values in stats.items():
+        fields[name] = _stat_array(values)
+    if not fields:
+        return table
+    struct = pa.StructArray.from_arrays(list(fields.values()), names=list(fields))
+    if STATS_COL in table.column_names:
+        return table.set_column(table.schema.get_field_index(STATS_COL), STATS_COL, struct)
+    return table.append_column(STATS_COL, struct)
+
+
+def align_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Give `table` exactly `schema`'s columns: same-typed ones kept, others null."""
+    cols = []
+    for field in schema:
+        if field.name in table.column_names:
+            col = table.column(field.name)
+            if col.type == field.type:
+                cols.append(col)
+                continue
+            try:
+                cols.append(col.cast(field.type))
+                continue
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                pass
+        cols.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def concat_aligned(parts: list[pa.Table]) -> pa.Table:
+    parts = [p for p in parts if p is not None]
+    if len(parts) == 1:
+        return parts[0]
+    schema = parts[0].schema
+    return pa.concat_tables([parts[0]] + [align_to_schema(p, schema) for p in parts[1:]])
+
+
+class StreamingOpRunner:
+    """Callable for `map_batches`: wraps one Mapper/Filter for tombstones, stats and errors.
+
+    A plain instance runs as Ray tasks; for a stateful op the runner passes this class (with
+    constructor kwargs) so Ray Data runs it in an actor pool and the op loads its model once."""
+
+    def __init__(self, op_cls: type[Operator], params: Any, artifacts: dict | None, node_id: str,
+                 stats_only: bool = False, timer: Any = None):
+        self.op = op_cls(params, artifacts)
+        self.node_id = node_id
+        self.stats_only = stats_only
+        self.timer = timer
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        start = time.perf_counter()
+        mask = alive_mask(table)
+        if mask is None:
+            live, dead = table, None
+        else:
+            live, dead = table.filter(mask), table.filter(pc.invert(mask))
+        out = self._run_safely(live) if live.num_rows else live
+        result = ensure_tombstone_columns(out)
+        if dead is not None and dead.num_rows:
+            result = concat_aligned([result, ensure_tombstone_columns(dead)])
+        if self.timer is not None:
+            self.timer.add.remote(self.node_id, time.perf_counter() - start, live.num_rows)
+        return result
+
+    def _apply(self, table: pa.Table) -> pa.Table:
+        op = self.op
+        if isinstance(op, Filter):
+            stats = op.compute_stats(table)
+            out = merge_stats(table, stats)
+            if self.stats_only:
+                return out
+            reasons = op.drop_reasons(stats)
+            if len(reasons) != table.num_rows:
+                raise RuntimeError(f"{op.name}.drop_reasons returned {len(reasons)} values for "
+                                   f"{table.num_rows} rows")
+            if any(r is not None for r in reasons):
+                names = list(stats)
+                details = [None if r is None else json_detail({k: stats[k][i] for k in names})
+                           for i, r in enumerate(reasons)]
+                out = _mark_rows(out, self.node_id, reasons, details)
+            return out
+        if isinstance(op, Mapper):
+            out = op.process_batch(table)
+            if out.num_rows != table.num_rows:
+                raise RuntimeError(f"mapper {op.name} returned {out.num_rows} rows for {table.num_rows}")
+            return out
+        raise TypeError(f"{op.name} is a {op.kind.value}, not a streaming op")
+
+    def _run_safely(self, live: pa.Table) -> pa.Table:
+        try:
+            return self._apply(live)
+        except Exception:  # noqa: BLE001 - retried row by row; the failing rows are quarantined
+            if live.num_rows == 1:
+                return self._quarantine_row(live)
+        parts, failed = [], []
+        for i in range(live.num_rows):
+            row = live.slice(i, 1)
+            try:
+                parts.append(ensure_tombstone_columns(self._apply(row)))
+                failed.append(False)
+            except Exception as exc:  # noqa: BLE001
+                parts.append(with_tombstones(row, self.node_id, TombstoneKind.ERROR,
+                                             [error_category(exc)], [error_detail(exc)]))
+                failed.append(True)
+        # the first successful row's schema (with the op's new columns) leads the concatenation
+        first_ok = failed.index(False) if False in failed else 0
+        return concat_aligned([parts[first_ok]] + parts[:first_ok] + parts[first_ok + 1:])
+
+    def _quarantine_row(self, row: pa.Table) -> pa.Table:
+        try:
+            return self._apply(row)
+        except Exception as exc:  # noqa: BLE001
+            return with_tombstones(row, self.node_id, TombstoneKind.ERROR, [error_category(exc)],
+                                   [error_detail(exc)])
+
+
+def _mark_rows(table: pa.Table, node_id: str, reasons: list[str | None], details: list[str | None]) -> pa.Table:
+    """Turn the rows with a reason into `filtered` tombstones of `node_id`."""
+    table = ensure_tombstone_columns(table)
+    old = {c: table.column(c).to_pylist() for c in TOMBSTONE_COLS}
+    new = {
+        NODE_COL: [node_id if r is not None else o for r, o in zip(reasons, old[NODE_COL])],
+        KIND_COL: [TombstoneKind.FILTERED.value if r is not None else o for r, o in zip(reasons, old[KIND_COL])],
+        REASON_COL: [r if r is not None else o for r, o in zip(reasons, old[REASON_COL])],
+        DETAIL_COL: [d if r is not None else o for r, d, o in zip(reasons, details, old[DETAIL_COL])],
+    }
+    for name, values in new.items():
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
+    return table

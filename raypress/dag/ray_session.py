@@ -1,0 +1,32 @@
+"""Start (or join) Ray once per process: embedded by default, a cluster when an address is given."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Connect to ``address`` / ``RAY_ADDRESS`` if given, else start an embedded, quiet Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    kwargs: dict = dict(
+        logging_level=logging.WARNING,
+        log_to_driver=True,
+        configure_logging=True,
+        ignore_reinit_error=True,
+    )
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = os.environ.get("RAYPRESS_PROGRESS", "1") == "1"
+    ctx.print_on_execution_start = False

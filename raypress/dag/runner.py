@@ -1,0 +1,312 @@
+"""Execute a validated pipeline on Ray: segments stream through Ray Data, stages run on the driver.
+
+The runner owns everything an operator should not have to think about: tombstones, quarantine,
+materialization, the run directory, resume, the ledger and the error budget.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact, ReportArtifact
+from raypress.dag.ledger import Ledger, check_edges, entry, segment_entries
+from raypress.dag.plan import Plan, Segment, make_plan
+from raypress.dag.store import RunStore, config_hashes, default_run_dir
+from raypress.dag.validate import ValidatedPipeline, VNode, load_pipeline
+from raypress.operators.base import STREAMING_KINDS, OpKind, RunContext
+from raypress.schema import ArtifactType
+
+
+class RunFailed(Exception):
+    """The run stopped on purpose (error budget exceeded, a stage failed); the message says why."""
+
+
+def run_pipeline(path: str, run_dir: str | None = None, overrides=(), address: str | None = None,
+                 on_event: Callable[[dict], None] | None = None) -> dict:
+    """Validate, then run `path`; return the ledger JSON.  Raises PipelineInvalid / RunFailed."""
+    vp = load_pipeline(path, overrides)
+    runner = Runner(vp, run_dir or default_run_dir(vp.spec.name), address=address, on_event=on_event)
+    return runner.run().to_json()
+
+
+def expand_run_dir(value: Any, run_dir: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("{run_dir}", run_dir)
+    if isinstance(value, list):
+        return [expand_run_dir(v, run_dir) for v in value]
+    if isinstance(value, dict):
+        return {k: expand_run_dir(v, run_dir) for k, v in value.items()}
+    return value
+
+
+class Runner:
+    def __init__(self, vp: ValidatedPipeline, run_dir: str, address: str | None = None,
+                 on_event: Callable[[dict], None] | None = None):
+        self.vp = vp
+        self.store = RunStore(run_dir)
+        self.address = address
+        self.on_event = on_event
+        self.settings = vp.spec.settings
+        self.hashes = config_hashes(vp)
+        self.ledger = Ledger()
+        self.artifacts: dict[str, Artifact] = {}
+        root = str(self.store.root)
+        for node in vp.nodes.values():  # `{run_dir}` in a parameter expands to the run directory
+            node.params = node.op_cls.Params.model_validate(expand_run_dir(node.params.model_dump(), root))
+
+    # -- events ---------------------------------------------------------------
+    def emit(self, event: dict) -> None:
+        self.store.event(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def ctx(self, nid: str) -> RunContext:
+        return RunContext(run_dir=str(self.store.root), node_id=nid, seed=int(self.settings.get("seed", 0)),
+                          emit=self.emit, settings=dict(self.settings))
+
+    # -- the run --------------------------------------------------------------
+    def run(self) -> Ledger:
+        from raypress.dag.ray_session import ensure_ray
+
+        self.store.write_pipeline(self.vp.spec.resolved_yaml())
+        plan = make_plan(self.vp)
+        self.emit({"event": "run_started", "pipeline": self.vp.spec.name, "run_dir": str(self.store.root),
+                   "steps": len(plan.steps)})
+        start = time.perf_counter()
+        ensure_ray(self.address)
+        from raypress.dag.timer import OpTimer
+
+        self.timer = OpTimer.remote()
+        try:
+            for step in plan.steps:
+                if isinstance(step, Segment):
+                    self._run_segment(plan, step)
+                else:
+                    self._run_artifact_step(step)
+        except Exception as exc:
+            self._finish_ledger()
+            import traceback
+
+            self.emit({"event": "run_failed", "error": f"{type(exc).__name__}: {exc}",
+                       "traceback": traceback.format_exc(limit=8),
+                       "seconds": round(time.perf_counter() - start, 3)})
+            raise
+        self._finish_ledger()
+        self.emit({"event": "run_finished", "seconds": round(time.perf_counter() - start, 3),
+                   "adds_up": not self.ledger.problems})
+        return self.ledger
+
+    def _finish_ledger(self) -> None:
+        inputs_of = {nid: n.slots.get("data", []) for nid, n in self.vp.nodes.items()}
+        kinds = {nid: n.kind for nid, n in self.vp.nodes.items()}
+        check_edges(self.ledger, inputs_of, kinds)
+        ordered = {nid: self.ledger.nodes[nid] for nid in self.vp.order if nid in self.ledger.nodes}
+        self.ledger.nodes = ordered
+        self.store.write_ledger(self.ledger.to_json())
+
+    # -- inputs -----------------------------------------------------------------
+    def _inputs(self, node: VNode, side_only: bool = False) -> dict[str, Artifact]:
+        """Artifacts for each input slot (a list of Datasets becomes their union)."""
+        out: dict[str, Artifact] = {}
+        for slot, producers in node.slots.items():
+            if side_only and slot == "data":
+                continue
+            arts = [self.artifacts[p] for p in producers]
+            if len(arts) == 1:
+                out[slot] = arts[0]
+            else:
+                ds = arts[0].ds.union(*[a.ds for a in arts[1:]])
+                out[slot] = DatasetArtifact(ds, rows=sum(a.rows or 0 for a in arts))
+        return out
+
+    def _side_artifacts(self, node: VNode) -> dict[str, Artifact]:
+        return self._inputs(node, side_only=True)
+
+    # -- segments ---------------------------------------------------------------
+    def _run_segment(self, plan: Plan, seg: Segment) -> None:
+        import ray.data
+
+        nodes = [plan.node(n) for n in seg.nodes]
+        sink = nodes[-1]
+        if self._resume(seg.sink, seg.nodes):
+            return
+        writer = sink.make_op() if sink.kind == OpKind.WRITER else None
+        out_dir = None if writer else self.store.node_dir(sink.id)
+        dest = str(Path(writer.destination(self.ctx(sink.id))).resolve()) if writer else None
+        self.store.clear_outputs(sink.id, *([out_dir] if out_dir else []))
+        for n in nodes:
+            self.emit({"event": "node_started", "node": n.id, "op": n.op_cls.name})
+        start = time.perf_counter()
+        ds, expected_in, streaming = self._segment_source(nodes)
+        for n in streaming:
+            ds = self._apply_streaming(ds, n)
+        if writer is not None:
+            writer.prepare(dest)
+        from raypress.dag.sink import SegmentSink, sum_tallies
+
+        sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest,
+                              str(self.store.rejects_dir(sink.id)), str(self.store.quarantine_dir(sink.id)),
+                              bool(self.settings.get("keep_rejects")))
+        tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow").take_all()
+        if writer is not None:
+            writer.finalize(dest, self.ctx(sink.id))
+        wall = time.perf_counter() - start
+        seconds = dict(ray.get(self.timer.snapshot.remote()))
+        for n in nodes:
+            if n.kind not in STREAMING_KINDS:
+                seconds[n.id] = wall
+        chain = [(n.id, n.op_cls.name, n.kind) for n in nodes]
+        entries, problems = segment_entries(chain, sum_tallies(tallies), expected_in, seconds)
+        head = nodes[0]
+        if head.kind in (OpKind.STAGE, OpKind.AGGREGATOR):
+            entries[head.id].update(rows_in=self._rows_in(head), transforms=True)
+        self.ledger.nodes.update(entries)
+        self.ledger.problems.extend(problems)
+        live = entries[sink.id]["rows_out"]
+        output_path = dest or str(out_dir)
+        if out_dir is not None:
+            self.artifacts[sink.id] = self._read_materialized(out_dir, live)
+        self._check_error_budget(nodes, entries, sink.id)
+        self.store.save_state(sink.id, {"hash": self.hashes[sink.id], "entries": entries, "output_path": output_path,
+                                        "rows": live, "type": ArtifactType.DATASET.value,
+                                        "materialized": out_dir is not None})
+        for n in nodes:
+            self.emit({"event": "node_finished", "node": n.id, **{k: entries[n.id][k] for k in
+                       ("rows_in", "rows_out", "dropped", "duplicates", "quarantined", "seconds")}})
+
+    def _segment_source(self, nodes: list[VNode]):
+        """The lazy Dataset entering the segment, the rows expected there, and the ops to stream."""
+        head = nodes[0]
+        ctx = self.ctx(head.id)
+        if head.kind == OpKind.READER:
+            return head.make_op().read(ctx), None, _streaming(nodes[1:])
+        if head.kind == OpKind.DEDUPLICATOR:
+            data = self._inputs(head)["data"]
+            return head.make_op(self._side_artifacts(head)).apply(data.ds, ctx), data.rows, _streaming(nodes[1:])
+        if head.kind in (OpKind.STAGE, OpKind.AGGREGATOR):
+            op = head.make_op(self._side_artifacts(head))
+            art = op.run(self._inputs(head), ctx) if head.kind == OpKind.STAGE else op.apply(
+                self._inputs(head)["data"].ds, ctx)
+            if not isinstance(art, DatasetArtifact):
+                raise RunFailed(f"node '{head.id}' ({head.op_cls.name}) declares a Dataset output but returned "
+                                f"{type(art).__name__}")
+            return art.ds, None, _streaming(nodes[1:])
+        data = self._inputs(head)["data"]  # a streaming head whose inputs are materialized
+        return data.ds, data.rows, _streaming(nodes)
+
+    def _apply_streaming(self, ds, node: VNode):
+        from raypress.dag.batch_exec import StreamingOpRunner
+
+        res = node.op_cls.resources
+        np_ = self.settings.get("np")
+        kwargs: dict[str, Any] = dict(batch_format="pyarrow", batch_size=node.op_cls.batch_size,
+                                      num_cpus=res.num_cpus)
+        if res.num_gpus:
+            kwargs["num_gpus"] = res.num_gpus
+        if res.memory:
+            kwargs["memory"] = res.memory
+        runner_kwargs = dict(op_cls=node.op_cls, params=node.params, artifacts=self._side_artifacts(node),
+                             node_id=node.id, timer=self.timer)
+        if node.op_cls.stateful:
+            import ray
+
+            max_actors = np_ or max(1, int(ray.cluster_resources().get("CPU", 1) // max(res.num_cpus, 1)))
+            return ds.map_batches(StreamingOpRunner, fn_constructor_kwargs=runner_kwargs,
+                                  concurrency=(1, max_actors), **kwargs)
+        if np_:
+            kwargs["concurrency"] = np_
+        return ds.map_batches(StreamingOpRunner(**runner_kwargs), **kwargs)
+
+    def _read_materialized(self, out_dir: Path, rows: int) -> DatasetArtifact:
+        import pyarrow as pa
+        import ray.data
+
+        files = sorted(str(p) for p in out_dir.glob("part-*.parquet")) if out_dir.exists() else []
+        if not files:
+            ds = ray.data.from_arrow(pa.table({"id": pa.array([], pa.string())}))
+        else:
+            ds = ray.data.read_parquet(files)
+        return DatasetArtifact(ds, path=str(out_dir), rows=rows)
+
+    def _rows_in(self, node: VNode) -> int:
+        total = 0
+        for art in self._inputs(node).values():
+            if isinstance(art, DatasetArtifact):
+                total += art.rows or 0
+        return total
+
+    # -- stages making a Model / Report ------------------------------------------
+    def _run_artifact_step(self, nid: str) -> None:
+        node = self.vp.nodes[nid]
+        if self._resume(nid, [nid]):
+            return
+        self.store.clear_outputs(nid)
+        self.emit({"event": "node_started", "node": nid, "op": node.op_cls.name})
+        start = time.perf_counter()
+        ctx = self.ctx(nid)
+        op = node.make_op(self._side_artifacts(node))
+        inputs = self._inputs(node)
+        if node.kind == OpKind.STAGE:
+            art = op.run(inputs, ctx)
+        elif node.kind == OpKind.AGGREGATOR:
+            art = op.apply(inputs["data"].ds, ctx)
+        else:
+            raise RunFailed(f"node '{nid}': a {node.kind.value} cannot produce a {node.op_cls.output.value}")
+        expected = node.op_cls.output
+        if getattr(art, "type", None) != expected:
+            raise RunFailed(f"node '{nid}' ({node.op_cls.name}) declares a {expected.value} output but returned "
+                            f"{type(art).__name__}")
+        self.artifacts[nid] = art
+        e = entry(node.op_cls.name, node.kind, self._rows_in(node), 0, seconds=time.perf_counter() - start,
+                  transforms=True, artifact=art.path)
+        self.ledger.nodes[nid] = e
+        self.store.save_state(nid, {"hash": self.hashes[nid], "entries": {nid: e}, "output_path": art.path,
+                                    "type": expected.value})
+        self.emit({"event": "node_finished", "node": nid, "artifact": art.path, "seconds": e["seconds"]})
+
+    # -- resume / error budget ----------------------------------------------------
+    def _resume(self, sink: str, chain: list[str]) -> bool:
+        state = self.store.load_state(sink, self.hashes[sink])
+        if state is None:
+            return False
+        self.ledger.nodes.update(state["entries"])
+        kind = state.get("type")
+        if kind == ArtifactType.MODEL.value:
+            self.artifacts[sink] = ModelArtifact.load(state["output_path"])
+        elif kind == ArtifactType.REPORT.value:
+            self.artifacts[sink] = ReportArtifact.load(state["output_path"])
+        elif state.get("materialized"):
+            self.artifacts[sink] = self._read_materialized(Path(state["output_path"]), int(state["rows"]))
+        for nid in chain:
+            self.emit({"event": "node_skipped", "node": nid, "reason": "output exists, config unchanged"})
+        return True
+
+    def _check_error_budget(self, nodes: list[VNode], entries: dict[str, dict], sink: str) -> None:
+        limit = float(self.settings.get("max_error_ratio", 0.01))
+        for n in nodes:
+            e = entries[n.id]
+            if e["rows_in"] and e["quarantined"] / e["rows_in"] > limit:
+                first = _first_error(self.store.quarantine_dir(sink), n.id)
+                raise RunFailed(
+                    f"node '{n.id}' ({n.op_cls.name}): {e['quarantined']} of {e['rows_in']} rows "
+                    f"({e['quarantined'] / e['rows_in']:.1%}) raised errors, over max_error_ratio {limit}. "
+                    f"First: {first}. All of them are in {self.store.quarantine_dir(sink)}/")
+
+
+def _streaming(nodes: list[VNode]) -> list[VNode]:
+    return [n for n in nodes if n.kind in STREAMING_KINDS]
+
+
+def _first_error(qdir: Path, node_id: str) -> str:
+    import pyarrow.parquet as pq
+
+    from raypress.schema import DETAIL_COL, ID_COL, NODE_COL
+
+    for f in sorted(qdir.glob("*.parquet")):
+        t = pq.read_table(f)
+        for row in t.select([c for c in (ID_COL, NODE_COL, DETAIL_COL) if c in t.column_names]).to_pylist():
+            if row.get(NODE_COL) == node_id:
+                return f"row {row.get(ID_COL)!r}: {row.get(DETAIL_COL)}"
+    return "(see quarantine)"

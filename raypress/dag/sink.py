@@ -1,0 +1,94 @@
+"""The end of a segment: live rows to their destination, tombstones to rejects/quarantine,
+and a small tally per batch, from which the ledger is computed (counts come from the data)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from raypress.operators.base import Writer
+from raypress.schema import (
+    ID_COL,
+    KIND_COL,
+    NODE_COL,
+    REASON_COL,
+    TOMBSTONE_COLS,
+    TombstoneKind,
+    alive_mask,
+    strip_tombstone_columns,
+)
+
+TALLY_SCHEMA = pa.schema([("node", pa.string()), ("kind", pa.string()), ("reason", pa.string()),
+                          ("n", pa.int64())])
+LIVE, TOTAL = "_live", "_total"
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name("." + path.name + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+
+
+class SegmentSink:
+    """Callable for `map_batches(batch_size=None)` at the end of a segment."""
+
+    def __init__(self, sink_id: str, output_dir: str | None, writer: Writer | None, writer_dest: str | None,
+                 rejects_dir: str, quarantine_dir: str, keep_rejects: bool):
+        self.sink_id = sink_id
+        self.output_dir = Path(output_dir) if output_dir else None
+        self.writer = writer
+        self.writer_dest = writer_dest
+        self.rejects_dir = Path(rejects_dir)
+        self.quarantine_dir = Path(quarantine_dir)
+        self.keep_rejects = keep_rejects
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        part = uuid.uuid4().hex[:16]
+        mask = alive_mask(table)
+        live = table if mask is None else table.filter(mask)
+        live = strip_tombstone_columns(live)
+        self._write_live(live, part)
+        tallies: list[tuple[str, str, str, int]] = [("", LIVE, "", live.num_rows), ("", TOTAL, "", table.num_rows)]
+        if mask is not None:
+            dead = table.filter(pc.invert(mask))
+            tallies.extend(self._write_dead(dead, part))
+        node, kind, reason, n = zip(*tallies)
+        return pa.table([list(node), list(kind), list(reason), list(n)], schema=TALLY_SCHEMA)
+
+    def _write_live(self, live: pa.Table, part: str) -> None:
+        if self.writer is not None:
+            if live.num_rows:
+                self.writer.write_batch(live, self.writer_dest, part)
+        elif self.output_dir is not None:
+            write_parquet_atomic(live, self.output_dir / f"part-{part}.parquet")
+
+    def _write_dead(self, dead: pa.Table, part: str) -> list[tuple[str, str, str, int]]:
+        errors = dead.filter(pc.equal(dead.column(KIND_COL), TombstoneKind.ERROR.value))
+        removed = dead.filter(pc.not_equal(dead.column(KIND_COL), TombstoneKind.ERROR.value))
+        if errors.num_rows:
+            write_parquet_atomic(errors, self.quarantine_dir / f"part-{part}.parquet")
+        if removed.num_rows:
+            slim = removed if self.keep_rejects else removed.select(
+                [c for c in (ID_COL, *TOMBSTONE_COLS) if c in removed.column_names])
+            write_parquet_atomic(slim, self.rejects_dir / f"part-{part}.parquet")
+        grouped = pa.table({
+            "node": dead.column(NODE_COL), "kind": dead.column(KIND_COL),
+            # duplicates are counted per node, not per kept twin (their reason is the twin's id)
+            "reason": pc.if_else(pc.equal(dead.column(KIND_COL), TombstoneKind.DUPLICATE.value),
+                                 pa.scalar("", pa.string()), dead.column(REASON_COL)),
+        }).group_by(["node", "kind", "reason"]).aggregate([("node", "count")])
+        return [(r["node"], r["kind"], r["reason"] or "", r["node_count"]) for r in grouped.to_pylist()]
+
+
+def sum_tallies(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], int]:
+    totals: dict[tuple[str, str, str], int] = {}
+    for r in rows:
+        key = (r["node"], r["kind"], r["reason"])
+        totals[key] = totals.get(key, 0) + int(r["n"])
+    return totals

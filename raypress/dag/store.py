@@ -1,0 +1,115 @@
+"""The run directory: resolved pipeline, events log, per-node state markers for resume.
+
+Layout: `pipeline.yaml`, `ledger.json`, `events.jsonl`, `nodes/<id>/` (materialized outputs),
+`rejects/<sink>/`, `quarantine/<sink>/`, `models/<id>/`, `reports/<id>.json`, `state/<id>.json`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from raypress.dag.validate import ValidatedPipeline
+
+
+def default_run_dir(name: str) -> str:
+    return str(Path("runs") / name / datetime.now().strftime("%Y%m%d-%H%M%S"))
+
+
+def config_hashes(vp: ValidatedPipeline) -> dict[str, str]:
+    """Hash of (op, params, inputs' hashes) per node: unchanged hash + existing output = skip."""
+    hashes: dict[str, str] = {}
+    for nid in vp.order:
+        node = vp.nodes[nid]
+        payload = {
+            "op": node.op_cls.name,
+            "params": node.params.model_dump(mode="json"),
+            "inputs": {slot: [hashes[p] for p in ps] for slot, ps in sorted(node.slots.items())},
+        }
+        hashes[nid] = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return hashes
+
+
+class RunStore:
+    """Owns the files of one run directory."""
+
+    def __init__(self, run_dir: str | Path):
+        self.root = Path(run_dir).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    # paths -----------------------------------------------------------------
+    def node_dir(self, nid: str) -> Path:
+        return self.root / "nodes" / nid
+
+    def rejects_dir(self, sink: str) -> Path:
+        return self.root / "rejects" / sink
+
+    def quarantine_dir(self, sink: str) -> Path:
+        return self.root / "quarantine" / sink
+
+    def model_dir(self, nid: str) -> Path:
+        return self.root / "models" / nid
+
+    def report_path(self, nid: str) -> Path:
+        return self.root / "reports" / f"{nid}.json"
+
+    def state_path(self, nid: str) -> Path:
+        return self.root / "state" / f"{nid}.json"
+
+    # files -----------------------------------------------------------------
+    def write_pipeline(self, text: str) -> None:
+        (self.root / "pipeline.yaml").write_text(text)
+
+    def event(self, event: dict[str, Any]) -> None:
+        record = {"ts": round(time.time(), 3), **event}
+        with self._lock, open(self.root / "events.jsonl", "a") as fh:
+            fh.write(json.dumps(record, default=str) + "\n")
+
+    def events(self) -> list[dict]:
+        path = self.root / "events.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def write_ledger(self, ledger: dict) -> None:
+        tmp = self.root / "ledger.json.tmp"
+        tmp.write_text(json.dumps(ledger, indent=2, default=str))
+        tmp.replace(self.root / "ledger.json")
+
+    def clear_outputs(self, sink: str, *dirs: Path) -> None:
+        """Before (re)running a step: drop partial files a crashed attempt may have left."""
+        for d in (self.rejects_dir(sink), self.quarantine_dir(sink), *dirs):
+            if d.exists():
+                shutil.rmtree(d)
+        self.state_path(sink).unlink(missing_ok=True)
+
+    # resume ----------------------------------------------------------------
+    def save_state(self, nid: str, state: dict) -> None:
+        path = self.state_path(nid)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2, default=str))
+        tmp.replace(path)
+
+    def load_state(self, nid: str, config_hash: str) -> dict | None:
+        """The saved state of a finished step, if its config hash matches and its output exists."""
+        path = self.state_path(nid)
+        if not path.exists():
+            return None
+        try:
+            state = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            return None
+        if state.get("hash") != config_hash:
+            return None
+        out = state.get("output_path")
+        if out and not Path(out).exists():
+            return None
+        return state

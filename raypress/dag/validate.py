@@ -1,0 +1,262 @@
+"""Check a pipeline spec completely before anything runs, reporting every problem at once.
+
+Checks: unknown ops and params (with "did you mean"), mistyped params, duplicate ids, missing
+inputs, wrong input slots, cycles, artifact types that do not fit an edge, unknown columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from raypress.dag.spec import PipelineSpec, Problem, read_spec
+from raypress.dag.yaml_lines import YamlSyntaxError
+from raypress.operators.base import OpKind, Operator, Params
+from raypress.operators.registry import did_you_mean, get_op, all_ops
+from raypress.schema import ArtifactType, ID_COL
+
+
+@dataclass
+class VNode:
+    """A validated node: its op class, parsed params and named input slots."""
+
+    id: str
+    op_cls: type[Operator]
+    params: Params | None
+    raw_params: dict
+    slots: dict[str, list[str]]
+    consumers: list[str] = field(default_factory=list)
+
+    @property
+    def kind(self) -> OpKind:
+        return self.op_cls.kind
+
+    def make_op(self, artifacts=None) -> Operator:
+        return self.op_cls(self.params, artifacts)
+
+
+@dataclass
+class ValidatedPipeline:
+    spec: PipelineSpec
+    nodes: dict[str, VNode]
+    order: list[str]  # topological
+
+
+class PipelineInvalid(Exception):
+    def __init__(self, problems: list[Problem]):
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+def load_pipeline(path: str | Path, overrides=()) -> ValidatedPipeline:
+    """Read + validate; raise :class:`PipelineInvalid` listing every problem."""
+    try:
+        spec = read_spec(path, overrides)
+    except YamlSyntaxError as exc:
+        raise PipelineInvalid([Problem(exc.file, exc.line, exc.message)]) from None
+    except OSError as exc:
+        raise PipelineInvalid([Problem(str(path), None, f"cannot read pipeline: {exc.strerror or exc}")]) from None
+    return validate(spec)
+
+
+def validate(spec: PipelineSpec) -> ValidatedPipeline:
+    problems = list(spec.problems)
+    f = spec.doc.file
+    known = all_ops()
+    nodes: dict[str, VNode] = {}
+    seen_ids: dict[str, int | None] = {}
+    specs = {}
+
+    for ns in spec.nodes:
+        line = spec.line(ns.path)
+        if ns.id in seen_ids:
+            problems.append(Problem(f, spec.line(ns.path + ("id",)),
+                                    f"duplicate node id (first defined at line {seen_ids[ns.id]})",
+                                    node=ns.id, key="id"))
+            continue
+        seen_ids[ns.id] = spec.line(ns.path + ("id",))
+        specs[ns.id] = ns
+        op_cls = get_op(ns.op) if ns.op else None
+        if op_cls is None:
+            if ns.op:
+                problems.append(Problem(f, spec.line(ns.path + ("op",)) or line,
+                                        f"unknown op {ns.op!r}{did_you_mean(ns.op, known)}", node=ns.id, key="op"))
+            continue
+        params = _validate_params(op_cls, ns, spec, problems)  # None when invalid: inputs still checked
+        nodes[ns.id] = VNode(ns.id, op_cls, params, ns.params, ns.input_slots())
+
+    # Inputs and artifact types.
+    all_ids = set(specs)
+    for node in nodes.values():
+        ns = specs[node.id]
+        in_line = spec.line(ns.path + ("input",)) or spec.line(ns.path)
+        declared = node.op_cls.inputs
+        if not declared and node.slots:
+            problems.append(Problem(f, in_line, f"a {node.kind.value} takes no input", node=node.id, key="input"))
+            continue
+        if declared and not node.slots:
+            problems.append(Problem(f, spec.line(ns.path), f"missing `input` (this op reads {_slots_text(declared)})",
+                                    node=node.id, key="input"))
+            continue
+        for slot, producers in node.slots.items():
+            if slot not in declared:
+                problems.append(Problem(f, in_line, f"unknown input slot {slot!r}; this op reads "
+                                        f"{_slots_text(declared)}{did_you_mean(slot, declared)}",
+                                        node=node.id, key=f"input.{slot}"))
+                continue
+            want = declared[slot]
+            if len(producers) > 1 and want != ArtifactType.DATASET:
+                problems.append(Problem(f, in_line, f"input {slot!r} takes one {want.value}, got a list",
+                                        node=node.id, key=f"input.{slot}"))
+            for pid in producers:
+                if pid not in all_ids:
+                    problems.append(Problem(f, in_line, f"input {pid!r} is not a node{did_you_mean(pid, all_ids)}",
+                                            node=node.id, key="input"))
+                    continue
+                if pid == node.id:
+                    problems.append(Problem(f, in_line, "a node cannot read itself", node=node.id, key="input"))
+                    continue
+                producer = nodes.get(pid)
+                if producer is None:
+                    continue  # its own problem is already reported
+                if producer.kind == OpKind.WRITER:
+                    problems.append(Problem(f, in_line, f"input {pid!r} is a writer (a sink); read what it "
+                                            "writes with a reader instead", node=node.id, key="input"))
+                    continue
+                got = producer.op_cls.output
+                if got != want:
+                    problems.append(Problem(f, in_line, f"input {pid!r} gives a {got.value} but {slot!r} "
+                                            f"needs a {want.value}", node=node.id, key=f"input.{slot}"))
+                    continue
+                producer.consumers.append(node.id)
+        missing_slots = [s for s in declared if s not in node.slots]
+        if node.slots and missing_slots:
+            problems.append(Problem(f, in_line, f"missing input slot(s) {missing_slots}; this op reads "
+                                    f"{_slots_text(declared)}", node=node.id, key="input"))
+
+    order, cycle = _toposort(nodes)
+    if cycle:
+        ns = specs[cycle[0]]
+        problems.append(Problem(f, spec.line(ns.path + ("input",)) or spec.line(ns.path),
+                                "cycle: " + " -> ".join(cycle + [cycle[0]]), node=cycle[0], key="input"))
+    else:
+        problems.extend(_check_columns(nodes, order, specs, spec))
+    problems.extend(_check_settings(spec))
+    if problems:
+        raise PipelineInvalid(sorted(problems, key=lambda p: (p.file != f, p.line or 0)))
+    return ValidatedPipeline(spec=spec, nodes=nodes, order=order)
+
+
+def _slots_text(declared: dict[str, ArtifactType]) -> str:
+    return ", ".join(f"{k}: {v.value}" for k, v in declared.items()) or "nothing"
+
+
+def _validate_params(op_cls, ns, spec, problems) -> Params | None:
+    f = spec.doc.file
+    fields = op_cls.Params.model_fields
+    ok = True
+    for key in ns.params:
+        if key not in fields:
+            ok = False
+            problems.append(Problem(f, spec.line(ns.path + ("with", key)),
+                                    f"unknown parameter for {op_cls.name}{did_you_mean(str(key), fields)}"
+                                    f" (known: {', '.join(fields) or 'none'})", node=ns.id, key=str(key)))
+    try:
+        params = op_cls.Params.model_validate(ns.params)
+    except ValidationError as exc:
+        for err in exc.errors():
+            if err["type"] == "extra_forbidden":
+                continue  # reported above with a suggestion
+            loc = [str(x) for x in err["loc"]]
+            key = loc[0] if loc else None
+            line = spec.line(ns.path + ("with", key)) if key else spec.line(ns.path)
+            if err["type"] == "missing":
+                line = spec.line(ns.path)
+                msg = f"missing required parameter for {op_cls.name}"
+            else:
+                msg = f"{err['msg']} (got {err.get('input')!r})"
+            problems.append(Problem(f, line, msg, node=ns.id, key=".".join(loc) or None))
+        return None
+    return params if ok else None
+
+
+def _toposort(nodes: dict[str, VNode]) -> tuple[list[str], list[str]]:
+    """Kahn's algorithm in declaration order; on a cycle, return the nodes of one cycle."""
+    deps = {nid: {p for ps in n.slots.values() for p in ps if p in nodes} for nid, n in nodes.items()}
+    order: list[str] = []
+    remaining = dict(deps)
+    while remaining:
+        ready = [nid for nid, d in remaining.items() if not (d & set(remaining))]
+        if not ready:
+            return order, _find_cycle(remaining)
+        for nid in ready:
+            order.append(nid)
+            del remaining[nid]
+    return order, []
+
+
+def _find_cycle(deps: dict[str, set[str]]) -> list[str]:
+    start = next(iter(deps))
+    path, seen = [start], {start: 0}
+    while True:
+        nxt = next(iter(sorted(deps[path[-1]] & set(deps))))
+        if nxt in seen:
+            return path[seen[nxt]:]
+        seen[nxt] = len(path)
+        path.append(nxt)
+
+
+def _check_columns(nodes, order, specs, spec) -> list[Problem]:
+    """Follow known column sets along Dataset edges; a read of a column nobody wrote is an error."""
+    problems = []
+    columns: dict[str, set[str] | None] = {}
+    for nid in order:
+        node = nodes[nid]
+        try:
+            op = node.make_op() if node.params is not None else None
+        except Exception:  # an op whose constructor needs a model: column info from the class
+            op = None
+        written = op.columns_written() if op is not None else node.op_cls.writes
+        inputs = node.slots.get("data", [])
+        if node.kind == OpKind.READER:
+            columns[nid] = None if written is None else {ID_COL, *written}
+            continue
+        known_sets = [columns.get(p) for p in inputs]
+        available = None if (not inputs or any(s is None for s in known_sets)) else set.union(*known_sets)
+        if available is not None and op is not None:
+            for col in op.columns_read():
+                if col not in available:
+                    ns = specs[nid]
+                    key_path = ns.path + ("with", "text_key") if "text_key" in ns.params else ns.path
+                    problems.append(Problem(spec.doc.file, spec.line(key_path),
+                                            f"reads column {col!r}, which no upstream node provides "
+                                            f"(available: {', '.join(sorted(available))})", node=nid,
+                                            key="text_key" if "text_key" in ns.params else None))
+        if node.kind in (OpKind.MAPPER, OpKind.FILTER, OpKind.DEDUPLICATOR, OpKind.WRITER):
+            columns[nid] = None if (available is None or written is None) else available | set(written)
+        else:
+            columns[nid] = None if written is None or node.op_cls.output != ArtifactType.DATASET else set(written)
+    return problems
+
+
+def _check_settings(spec: PipelineSpec) -> list[Problem]:
+    problems = []
+    s = spec.settings
+    f = spec.doc.file
+    ratio = s.get("max_error_ratio")
+    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 <= ratio <= 1:
+        problems.append(Problem(f, spec.line(("settings", "max_error_ratio")),
+                                f"max_error_ratio must be a number in [0, 1] (got {ratio!r})", key="settings.max_error_ratio"))
+    if not isinstance(s.get("seed"), int) or isinstance(s.get("seed"), bool):
+        problems.append(Problem(f, spec.line(("settings", "seed")), f"seed must be an integer (got {s.get('seed')!r})",
+                                key="settings.seed"))
+    if not isinstance(s.get("keep_rejects"), bool):
+        problems.append(Problem(f, spec.line(("settings", "keep_rejects")), "keep_rejects must be true or false",
+                                key="settings.keep_rejects"))
+    np_ = s.get("np")
+    if np_ is not None and (not isinstance(np_, int) or np_ < 1):
+        problems.append(Problem(f, spec.line(("np",)) or spec.line(("settings", "np")),
+                                f"np must be a positive integer (got {np_!r})", key="np"))
+    return problems

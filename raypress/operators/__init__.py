@@ -1,0 +1,1 @@
+"""Operators by domain; each module registers its ops with raypress.operators.registry."""

@@ -1,0 +1,250 @@
+"""The operator contract: one base class per kind, typed params, declared columns and resources.
+
+An operator is a small class with a pydantic ``Params`` model.  The runner (``raypress.dag``)
+decides how to execute it from its kind: streaming kinds (Mapper, Filter) run inside Ray Data
+``map_batches`` on Arrow tables; global kinds (Deduplicator, Aggregator) get the whole Ray
+Dataset; a Stage gets artifacts; a Writer gets batches to put in files.  An operator never needs
+to know about tombstones, quarantine or the ledger: the runner wraps it.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from raypress.schema import ArtifactType
+
+if TYPE_CHECKING:  # pragma: no cover
+    import ray.data
+
+    from raypress.artifacts import Artifact
+
+
+class OpKind(str, Enum):
+    READER = "reader"
+    MAPPER = "mapper"
+    FILTER = "filter"
+    DEDUPLICATOR = "deduplicator"
+    AGGREGATOR = "aggregator"
+    STAGE = "stage"
+    WRITER = "writer"
+
+
+STREAMING_KINDS = (OpKind.MAPPER, OpKind.FILTER)
+
+
+class Params(BaseModel):
+    """Base of every op's parameter model: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Resources(BaseModel):
+    """What one task/actor of this op asks Ray for."""
+
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    memory: int | None = Field(default=None, description="bytes of heap memory per task/actor")
+
+
+@dataclass
+class RunContext:
+    """What an op may know of the run: where to write, its node id, the seed, an event sink."""
+
+    run_dir: str
+    node_id: str
+    seed: int = 0
+    emit: Callable[[dict[str, Any]], None] = field(default=lambda event: None)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """Report progress (steps, loss, tokens/s) into the run's ``events.jsonl``."""
+        self.emit({"event": kind, "node": self.node_id, **fields})
+
+    def path(self, *parts: str) -> Path:
+        p = Path(self.run_dir).joinpath(*parts)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+
+class Operator(ABC):
+    """Every operator: a name, a kind, typed params, declared columns/resources, artifact types."""
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[OpKind]
+    Params: ClassVar[type[Params]] = Params
+    reads: ClassVar[tuple[str, ...]] = ()
+    writes: ClassVar[tuple[str, ...]] = ()
+    resources: ClassVar[Resources] = Resources()
+    stateful: ClassVar[bool] = False  # True: loads something heavy once -> runs in an actor pool
+    batch_size: ClassVar[int | None] = 1024
+    inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
+    output: ClassVar[ArtifactType] = ArtifactType.DATASET
+
+    def __init__(self, params: Params, artifacts: dict[str, "Artifact"] | None = None):
+        self.params = params
+        self.artifacts = artifacts or {}
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first line of the docstring: what `raypress ops` prints."""
+        doc = (cls.__doc__ or "").strip()
+        return doc.splitlines()[0] if doc else ""
+
+    def columns_read(self) -> tuple[str, ...]:
+        """Columns this op needs in its input (``text_key`` params count)."""
+        cols = list(self.reads)
+        for key in ("text_key",):
+            value = getattr(self.params, key, None)
+            if isinstance(value, str) and value not in cols:
+                cols.append(value)
+        return tuple(cols)
+
+    def columns_written(self) -> tuple[str, ...] | None:
+        """Columns this op adds (None: unknown until it runs, e.g. a jsonl reader)."""
+        return self.writes
+
+
+class Reader(Operator):
+    """Files/URIs -> a Dataset; every row gets a stable string ``id``."""
+
+    kind = OpKind.READER
+    inputs: ClassVar[dict[str, ArtifactType]] = {}
+
+    @abstractmethod
+    def read(self, ctx: RunContext) -> "ray.data.Dataset":
+        """Return a lazy Ray Dataset.  Unreadable records may be returned as tombstones
+        (see ``raypress.schema.with_tombstones``) with kind ``error``: they go to quarantine."""
+
+
+class Mapper(Operator):
+    """Arrow batch -> Arrow batch with the same rows (1:1), e.g. cleaning text."""
+
+    kind = OpKind.MAPPER
+
+    @abstractmethod
+    def process_batch(self, table: pa.Table) -> pa.Table: ...
+
+
+class TextMapper(Mapper):
+    """A Mapper that rewrites one text column row by row."""
+
+    @abstractmethod
+    def process_text(self, text: str) -> str: ...
+
+    def process_batch(self, table: pa.Table) -> pa.Table:
+        key = self.params.text_key  # type: ignore[attr-defined]
+        texts = table.column(key).to_pylist()
+        out = [None if t is None else self.process_text(t) for t in texts]
+        return table.set_column(table.schema.get_field_index(key), key, pa.array(out, pa.string()))
+
+
+class Filter(Operator):
+    """Compute stats into the ``stats`` struct column, then keep or drop each row with a reason.
+
+    The two halves are separate so that the same op can run in a stats-only (analyze) mode."""
+
+    kind = OpKind.FILTER
+    stat_names: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def compute_stats(self, table: pa.Table) -> dict[str, Sequence[Any]]:
+        """One list per stat name, aligned with the rows of ``table``."""
+
+    @abstractmethod
+    def drop_reasons(self, stats: dict[str, Sequence[Any]]) -> list[str | None]:
+        """Per row: None to keep, or the reason (a short, stable category) to drop."""
+
+    def columns_written(self) -> tuple[str, ...]:
+        return ("stats",)
+
+
+class TextFilter(Filter):
+    """A Filter whose stats come from one text column, one row at a time."""
+
+    @abstractmethod
+    def text_stats(self, text: str) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def reject(self, stats: dict[str, Any]) -> str | None:
+        """None to keep the row, else the drop reason."""
+
+    def compute_stats(self, table: pa.Table) -> dict[str, Sequence[Any]]:
+        key = self.params.text_key  # type: ignore[attr-defined]
+        rows = [self.text_stats(t if t is not None else "") for t in table.column(key).to_pylist()]
+        return {name: [r[name] for r in rows] for name in self.stat_names}
+
+    def drop_reasons(self, stats: dict[str, Sequence[Any]]) -> list[str | None]:
+        names = list(stats)
+        n = len(stats[names[0]]) if names else 0
+        return [self.reject({k: stats[k][i] for k in names}) for i in range(n)]
+
+
+def range_reason(value: float, stat: str, lo: float | None, hi: float | None) -> str | None:
+    """Data-Juicer's closed-interval rule: keep ``lo <= value <= hi``; name the side that failed."""
+    if lo is not None and value < lo:
+        return f"{stat} < min"
+    if hi is not None and value > hi:
+        return f"{stat} > max"
+    return None
+
+
+class Deduplicator(Operator):
+    """Global: sees the whole Dataset; duplicates leave as tombstones naming the kept twin's id."""
+
+    kind = OpKind.DEDUPLICATOR
+    batch_size = None
+
+    @abstractmethod
+    def apply(self, ds: "ray.data.Dataset", ctx: RunContext) -> "ray.data.Dataset": ...
+
+
+class Aggregator(Operator):
+    """Global: the whole Dataset -> a Dataset or a Report (counts, histograms, statistics)."""
+
+    kind = OpKind.AGGREGATOR
+    batch_size = None
+
+    @abstractmethod
+    def apply(self, ds: "ray.data.Dataset", ctx: RunContext) -> "Artifact": ...
+
+
+class Stage(Operator):
+    """Non-streaming: artifacts in, an artifact out (training, evaluation, search, benchmarks)."""
+
+    kind = OpKind.STAGE
+    batch_size = None
+
+    @abstractmethod
+    def run(self, inputs: dict[str, "Artifact"], ctx: RunContext) -> "Artifact": ...
+
+
+class Writer(Operator):
+    """Dataset -> files.  Called once per batch on workers, then ``finalize`` once on the driver."""
+
+    kind = OpKind.WRITER
+    writes = ()
+
+    def destination(self, ctx: RunContext) -> str:
+        return str(self.params.path)  # type: ignore[attr-defined]
+
+    def prepare(self, dest: str) -> None:
+        Path(dest).mkdir(parents=True, exist_ok=True)
+
+    @abstractmethod
+    def write_batch(self, table: pa.Table, dest: str, part: str) -> None:
+        """Write ``table`` (live rows, tombstone columns removed) as part ``part`` under ``dest``."""
+
+    def finalize(self, dest: str, ctx: RunContext) -> None:
+        """Runs once after every batch was written (e.g. build an index or a manifest)."""
+
+
+def json_detail(values: dict[str, Any]) -> str:
+    return json.dumps(values, default=str, sort_keys=True)

@@ -1,0 +1,1 @@
+"""General-purpose operators that are not tied to one data domain."""

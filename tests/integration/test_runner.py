@@ -1,0 +1,135 @@
+"""The runner on real Ray: ledger adds up, failing rows are quarantined, resume skips finished work."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from raypress.dag.runner import RunFailed, run_pipeline
+
+pytestmark = pytest.mark.integration
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+
+
+def write_corpus(path: Path, n: int = 300) -> list[dict]:
+    rows = []
+    for i in range(n):
+        k = 3 + (i * 7) % 12  # 3..14 words
+        text = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(k))
+        if i % 50 == 0:
+            text = ""  # the lambda below divides by len(text): these rows raise
+        rows.append({"doc": f"d{i:04d}", "text": text})
+    rows.append(rows[10] | {"doc": "copy-of-d0010"})  # an exact duplicate
+    with open(path, "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+        fh.write("{this line is not json\n")
+    return rows
+
+
+def pipeline(tmp_path: Path, max_error_ratio: float = 0.5) -> Path:
+    write_corpus(tmp_path / "corpus.jsonl")
+    path = tmp_path / "p.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: runner-test
+        settings: {{max_error_ratio: {max_error_ratio}, keep_rejects: true}}
+        nodes:
+          - id: src
+            op: read_jsonl
+            with: {{paths: ["{tmp_path}/corpus.jsonl"], id_key: doc}}
+          - id: inv
+            op: python_lambda_mapper
+            input: src
+            with: {{lambda_str: "lambda s: {{**s, 'inv_len': 1 / len(s['text'])}}"}}
+          - id: words
+            op: words_num_filter
+            input: inv
+            with: {{min_num: 5}}
+          - id: dedup
+            op: document_deduplicator
+            input: words
+          - id: out
+            op: write_jsonl
+            input: dedup
+            with: {{path: "{{run_dir}}/out"}}
+          - id: out_parquet
+            op: write_parquet
+            input: dedup
+            with: {{path: "{{run_dir}}/out_parquet"}}
+        """))
+    return path
+
+
+def read_jsonl_dir(d: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(d.glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def test_ledger_adds_up_and_errors_are_quarantined(ray_session, tmp_path):
+    run_dir = tmp_path / "run"
+    ledger = run_pipeline(str(pipeline(tmp_path)), run_dir=str(run_dir))
+    assert ledger["adds_up"], ledger["problems"]
+    n = ledger["nodes"]
+    assert n["src"]["rows_in"] == 302 and n["src"]["quarantined"] == 1  # the bad json line
+    assert n["inv"]["quarantined"] == 6  # the six empty texts
+    assert n["words"]["rows_in"] == 295
+    expected_kept_words = sum(1 for i in range(300) if i % 50 and 3 + (i * 7) % 12 >= 5) + 1
+    assert n["words"]["rows_out"] == expected_kept_words
+    assert sum(n["words"]["dropped"].values()) == 295 - expected_kept_words
+    assert n["dedup"]["duplicates"] >= 1
+    rows = read_jsonl_dir(run_dir / "out")
+    assert len(rows) == n["out"]["rows_out"] == n["dedup"]["rows_out"]
+    assert len(pq.read_table(run_dir / "out_parquet")) == n["out_parquet"]["rows_out"]
+    assert "copy-of-d0010" not in {r["id"] for r in rows} and "d0010" in {r["id"] for r in rows}
+
+    quarantined = pq.read_table(run_dir / "quarantine").to_pylist()
+    inv_errors = [q for q in quarantined if q["_rp_node"] == "inv"]
+    assert len(inv_errors) == 6 and all("ZeroDivisionError" in q["_rp_detail"] for q in inv_errors)
+    assert {q["id"] for q in inv_errors} == {f"d{i:04d}" for i in range(0, 300, 50)}
+    assert any(q["_rp_node"] == "src" for q in quarantined)
+
+    rejects = pq.read_table(run_dir / "rejects").to_pylist()
+    dup = [r for r in rejects if r["_rp_kind"] == "duplicate"]
+    assert dup and dup[0]["id"] == "copy-of-d0010" and dup[0]["_rp_reason"] == "d0010"
+    assert json.loads((run_dir / "ledger.json").read_text())["adds_up"] is True
+    events = [json.loads(x)["event"] for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert events[0] == "run_started" and events[-1] == "run_finished"
+
+
+def test_error_budget_stops_the_run_loudly(ray_session, tmp_path):
+    with pytest.raises(RunFailed) as info:
+        run_pipeline(str(pipeline(tmp_path, max_error_ratio=0.001)), run_dir=str(tmp_path / "run"))
+    msg = str(info.value)
+    assert "node 'src'" in msg or "node 'inv'" in msg
+    assert "max_error_ratio" in msg and "quarantine" in msg
+
+
+def test_resume_skips_finished_nodes(ray_session, tmp_path):
+    path = str(pipeline(tmp_path))
+    run_dir = tmp_path / "run"
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a directory should be")
+    with pytest.raises(Exception):
+        run_pipeline(path, run_dir=str(run_dir), overrides=[f"out_parquet.path={blocked}/x"])
+    first = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    finished_first = {e["node"] for e in first if e["event"] == "node_finished"}
+    assert "words" in finished_first and "out" in finished_first
+
+    ledger = run_pipeline(path, run_dir=str(run_dir), overrides=[f"out_parquet.path={tmp_path}/good"])
+    assert ledger["adds_up"]
+    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()][len(first):]
+    skipped = {e["node"] for e in events if e["event"] == "node_skipped"}
+    rerun = {e["node"] for e in events if e["event"] == "node_started"}
+    assert {"src", "inv", "words", "out"} <= skipped
+    assert rerun == {"out_parquet"}
+
+    fresh = run_pipeline(path, run_dir=str(tmp_path / "fresh"), overrides=[f"out_parquet.path={tmp_path}/good2"])
+    a = sorted(r["id"] for r in pq.read_table(tmp_path / "good").to_pylist())
+    b = sorted(r["id"] for r in pq.read_table(tmp_path / "good2").to_pylist())
+    assert a == b and len(a) == fresh["nodes"]["out_parquet"]["rows_out"]
+    assert {k: v["rows_out"] for k, v in ledger["nodes"].items()} == \
+           {k: v["rows_out"] for k, v in fresh["nodes"].items()}

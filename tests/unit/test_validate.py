@@ -1,0 +1,174 @@
+"""`raypress validate`: every mistake in a pipeline is reported at once, each with file:line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from raypress.dag.validate import PipelineInvalid, load_pipeline
+
+BAD = textwrap.dedent("""\
+    name: broken
+    setings: {seed: 1}
+    nodes:
+      - id: src
+        op: read_jsonl
+        with: {paths: [data.jsonl]}
+      - id: clean
+        op: clean_email_mapper
+        input: src
+      - id: words
+        op: words_num_filtr
+        input: clean
+      - id: alnum
+        op: alphanumeric_filter
+        input: cleen
+        with:
+          min_ratio: lots
+      - id: lines
+        op: maximum_line_length_filter
+        input: clean
+        with:
+          max_lenn: 10
+      - id: clean
+        op: whitespace_normalization_mapper
+        input: src
+      - id: a
+        op: clean_links_mapper
+        input: b
+      - id: b
+        op: clean_links_mapper
+        input: a
+      - id: clf
+        op: train_quality_classifier
+        input: src
+        with: {label_key: label}
+      - id: wrong_type
+        op: clean_email_mapper
+        input: clf
+      - id: out
+        op: write_parquet
+        input: lines
+        with: {path: out}
+    """)
+
+
+def line_of(text: str, needle: str, nth: int = 1) -> int:
+    count = 0
+    for i, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            count += 1
+            if count == nth:
+                return i
+    raise AssertionError(needle)
+
+
+@pytest.fixture()
+def bad_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    return path
+
+
+def test_all_problems_reported_with_lines(bad_file):
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(bad_file)
+    problems = info.value.problems
+    text = "\n".join(str(p) for p in problems)
+    f = str(bad_file)
+
+    def has(line: int, *fragments: str) -> bool:
+        return any(p.line == line and p.file == f and all(x in str(p) for x in fragments) for p in problems)
+
+    assert has(line_of(BAD, "setings"), "unknown top-level key", "did you mean 'settings'"), text
+    assert has(line_of(BAD, "words_num_filtr"), "unknown op", "did you mean 'words_num_filter'"), text
+    assert has(line_of(BAD, "input: cleen"), "'cleen' is not a node", "did you mean 'clean'"), text
+    assert has(line_of(BAD, "min_ratio: lots"), "alnum", "min_ratio"), text
+    assert has(line_of(BAD, "max_lenn"), "unknown parameter", "did you mean 'max_len'"), text
+    assert has(line_of(BAD, "- id: clean", 2), "duplicate node id", f"line {line_of(BAD, '- id: clean')}"), text
+    assert any("cycle" in str(p) and "a -> b -> a" in str(p) or "b -> a -> b" in str(p) for p in problems), text
+    assert has(line_of(BAD, "input: clf"), "gives a Model", "needs a Dataset"), text
+    assert len(problems) >= 8
+
+
+def test_yaml_syntax_error_has_line(tmp_path):
+    path = tmp_path / "syntax.yaml"
+    path.write_text("name: x\nnodes:\n  - id: a\n    op: [unclosed\n  - id: b\n")
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(path)
+    (problem,) = info.value.problems
+    assert problem.line is not None and 4 <= problem.line <= 6
+    assert "YAML syntax error" in problem.message
+
+
+def test_unknown_column_is_an_error(tmp_path):
+    path = tmp_path / "cols.yaml"
+    path.write_text(textwrap.dedent("""\
+        nodes:
+          - id: src
+            op: read_package_metadata
+          - id: f
+            op: text_length_filter
+            input: src
+            with:
+              text_key: body
+        """))
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(path)
+    (problem,) = info.value.problems
+    assert problem.line == 8 and "reads column 'body'" in problem.message
+
+
+def test_set_override_parsed_as_yaml_and_checked(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text(textwrap.dedent("""\
+        nodes:
+          - id: src
+            op: read_jsonl
+            with: {paths: [a.jsonl]}
+          - id: words
+            op: words_num_filter
+            input: src
+        """))
+    vp = load_pipeline(path, ["words.min_num=3", "src.paths=[b.jsonl, c.jsonl]"])
+    assert vp.nodes["words"].params.min_num == 3
+    assert vp.nodes["src"].params.paths == ["b.jsonl", "c.jsonl"]
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(path, ["wrods.min_num=3", "words.min_num=many"])
+    text = "\n".join(map(str, info.value.problems))
+    assert "no node 'wrods'" in text and "did you mean 'words'" in text
+    assert "min_num" in text
+
+
+def test_data_juicer_process_shorthand(tmp_path):
+    path = tmp_path / "dj.yaml"
+    path.write_text(textwrap.dedent("""\
+        project_name: dj-recipe
+        dataset_path: data/in.jsonl
+        export_path: out/result.jsonl
+        np: 2
+        process:
+          - clean_email_mapper:
+          - words_num_filter:
+              min_num: 5
+          - words_num_filter:
+              max_num: 1000
+        """))
+    vp = load_pipeline(path)
+    assert vp.spec.name == "dj-recipe"
+    assert vp.order == ["dataset", "clean_email_mapper", "words_num_filter", "words_num_filter_2", "export"]
+    assert vp.nodes["dataset"].op_cls.name == "read_jsonl"
+    assert vp.nodes["export"].op_cls.name == "write_jsonl"
+    assert vp.nodes["words_num_filter"].params.min_num == 5
+    assert vp.spec.settings["np"] == 2
+
+
+def test_validate_cli_exits_nonzero_and_prints_all(bad_file):
+    proc = subprocess.run([sys.executable, "-m", "raypress.cli", "validate", str(bad_file)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"{bad_file}:{line_of(BAD, 'words_num_filtr')}" in proc.stderr
+    assert f"{bad_file}:{line_of(BAD, 'max_lenn')}" in proc.stderr
