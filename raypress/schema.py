@@ -69,10 +69,13 @@ def with_tombstones(
 
 
 def ensure_tombstone_columns(table: pa.Table) -> pa.Table:
-    """Add all-null tombstone columns where missing, so batches concatenate cleanly."""
+    """Add all-null string tombstone columns where missing (or typed null), so batches concatenate."""
     for name in TOMBSTONE_COLS:
         if name not in table.column_names:
             table = table.append_column(name, pa.nulls(table.num_rows, pa.string()))
+        elif table.schema.field(name).type != pa.string():
+            idx = table.schema.get_field_index(name)
+            table = table.set_column(idx, name, table.column(name).cast(pa.string()))
     return table
 
 

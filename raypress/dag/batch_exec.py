@@ -25,6 +25,7 @@ from raypress.schema import (
     TombstoneKind,
     alive_mask,
     ensure_tombstone_columns,
+    strip_tombstone_columns,
     with_tombstones,
 )
 
@@ -111,6 +112,7 @@ class StreamingOpRunner:
             live, dead = table, None
         else:
             live, dead = table.filter(mask), table.filter(pc.invert(mask))
+        live = strip_tombstone_columns(live)  # the op sees plain rows only
         out = self._run_safely(live) if live.num_rows else live
         result = ensure_tombstone_columns(out)
         if dead is not None and dead.num_rows:

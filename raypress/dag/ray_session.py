@@ -14,6 +14,8 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         return
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    # a loaded 2-core machine can take far longer than Ray's default wait for the raylet
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
     address = address or os.environ.get("RAY_ADDRESS") or None
     kwargs: dict = dict(
         logging_level=logging.WARNING,

@@ -1,0 +1,83 @@
+"""Turn glob patterns into a lazy Ray Dataset whose workers open and parse the files.
+
+Readers list the files on the driver (names only, no data) and let Ray workers open them, so
+many files are read in parallel and nothing passes through the driver.
+"""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import lzma
+import os
+from typing import IO, TYPE_CHECKING, Annotated, Any, Callable, Iterator
+
+import pyarrow as pa
+from pydantic import BeforeValidator
+
+if TYPE_CHECKING:  # pragma: no cover
+    import ray.data
+
+# Files are grouped into a few tasks per CPU: enough to balance uneven files, few enough that
+# task start-up does not dominate when there are many small files.
+TASKS_PER_CPU = 4
+MAX_FILE_BLOCKS = 1024
+
+# A list of glob patterns; a single pattern written as a plain string is accepted too.
+Globs = Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)]
+
+
+def expand_globs(patterns: list[str]) -> list[str]:
+    """Sorted, de-duplicated matches of every pattern; a pattern matching no file is an error.
+
+    Paths keep the form of their pattern (relative patterns give relative paths), because that
+    form goes into row ids and must not depend on where the workers run."""
+    found: list[str] = []
+    seen: set[str] = set()
+    for pattern in patterns:
+        matches = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p))
+        if not matches:
+            raise FileNotFoundError(f"no file matches {pattern!r} (relative to {os.getcwd()})")
+        for path in matches:
+            if path not in seen:
+                seen.add(path)
+                found.append(path)
+    return found
+
+
+def map_items(
+    items: list[dict[str, Any]], read_one: Callable[[dict[str, Any]], Iterator[pa.Table]]
+) -> "ray.data.Dataset":
+    """Lazily run ``read_one(item)`` on Ray workers, one item (a file) at a time; it yields tables.
+
+    ``items`` are small descriptors (paths, offsets), the only thing the driver handles."""
+    import ray
+    import ray.data
+
+    def read_files(batch: pa.Table) -> Iterator[pa.Table]:  # the name Ray's progress bars show
+        for item in batch.to_pylist():
+            yield from read_one(item)
+
+    cpus = int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else 1
+    blocks = max(1, min(len(items), TASKS_PER_CPU * max(cpus, 1), MAX_FILE_BLOCKS))
+    ds = ray.data.from_items(items, override_num_blocks=blocks)
+    return ds.map_batches(read_files, batch_size=1, batch_format="pyarrow")
+
+
+def map_files(paths: list[str], read_one: Callable[[str, str], Iterator[pa.Table]]) -> "ray.data.Dataset":
+    """``map_items`` over files: ``read_one(path, abs_path)`` gets the path as matched (for ids)
+    and the absolute path (what a worker opens, whatever its working directory)."""
+    items = [{"path": p, "abs_path": os.path.abspath(p)} for p in paths]
+    return map_items(items, lambda item: read_one(item["path"], item["abs_path"]))
+
+
+def open_maybe_compressed(abs_path: str) -> IO[bytes]:
+    """Open for binary reading, decompressing ``.gz``/``.bz2``/``.xz`` by suffix."""
+    if abs_path.endswith(".gz"):
+        return gzip.open(abs_path, "rb")
+    if abs_path.endswith(".bz2"):
+        return bz2.open(abs_path, "rb")
+    if abs_path.endswith(".xz"):
+        return lzma.open(abs_path, "rb")
+    return open(abs_path, "rb")

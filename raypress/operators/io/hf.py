@@ -1,0 +1,198 @@
+"""Hugging Face ``datasets`` in and out, local files only: raypress never downloads from the Hub.
+
+Reading takes a ``save_to_disk`` directory or a packaged local builder (json, csv, parquet, text,
+arrow) with ``data_files``.  Ray workers then read the dataset's Arrow files directly, so rows
+never pass through the driver.  Writing stores Parquet parts, then builds a real dataset from
+them with ``save_to_disk`` so that ``datasets.load_from_disk`` opens the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import shutil
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import Field, model_validator
+
+from raypress.operators.base import Params, Reader, RunContext, Writer
+from raypress.operators.io._atomic import part_path
+from raypress.operators.io._files import map_items
+from raypress.operators.io._rows import combine, ids_from_column, put_ids
+from raypress.operators.io.parquet import write_parquet_part
+from raypress.operators.registry import register
+from raypress.schema import ID_COL
+
+if TYPE_CHECKING:  # pragma: no cover
+    import datasets
+
+LOCAL_BUILDERS = ("json", "csv", "parquet", "text", "arrow")
+DataFiles = str | list[str] | dict[str, str | list[str]]
+
+
+def offline_datasets():
+    """Import ``datasets`` with the Hub switched off (unless the user set these themselves)."""
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import datasets
+
+    return datasets
+
+
+@register("read_hf_dataset")
+class ReadHfDataset(Reader):
+    """Read a local Hugging Face dataset (save_to_disk directory or json/csv/parquet files)."""
+
+    class Params(Params):
+        path: str | None = Field(default=None, description="a directory written by datasets' save_to_disk")
+        builder: Literal["json", "csv", "parquet", "text", "arrow"] | None = Field(
+            default=None, description="a packaged local builder to run on data_files (instead of path)"
+        )
+        data_files: DataFiles | None = Field(
+            default=None, description="local files or globs for the builder (a list, or a split -> files mapping)"
+        )
+        split: str | None = Field(
+            default=None,
+            description="split to read: needed when a saved DatasetDict has several; 'train' for builders",
+        )
+        columns: list[str] | None = Field(default=None, description="columns to read (default: all)")
+        id_key: str | None = Field(
+            default=None,
+            description="column whose value (as a string) is the row id; rows where it is null become "
+            "'missing_id' tombstones. Without it, id = '{source}:{row}' (row index in the dataset) and "
+            "an 'id' column in the data is replaced (set id_key: id to keep it)",
+        )
+
+        @model_validator(mode="after")
+        def _one_source(self):
+            if (self.path is None) == (self.builder is None):
+                raise ValueError("give exactly one of 'path' (a save_to_disk directory) or 'builder' + 'data_files'")
+            if self.builder is not None and not self.data_files:
+                raise ValueError(f"builder {self.builder!r} needs data_files (local files)")
+            for f in _flat_files(self.data_files):
+                if "://" in f:
+                    raise ValueError(f"data_files must be local paths, got {f!r} (raypress never downloads)")
+            return self
+
+    def columns_written(self) -> tuple[str, ...] | None:
+        cols = self.params.columns
+        return (ID_COL, *[c for c in cols if c != ID_COL]) if cols else None
+
+    def read(self, ctx: RunContext):
+        hf, source = self._load(ctx)
+        files = [c["filename"] for c in hf.cache_files]
+        counts = [arrow_rows(f) for f in files]
+        if not files or sum(counts) != hf.num_rows:
+            raise RuntimeError(
+                f"{source}: the dataset is not plainly backed by Arrow files (in memory, or an indices "
+                "mapping from select/shuffle); call flatten_indices() and save_to_disk it first"
+            )
+        starts = [0, *itertools.accumulate(counts)][:-1]
+        items = [{"file": f, "offset": s} for f, s in zip(files, starts)]
+        p = self.params
+        read_one = partial(read_arrow_file, source=source, node=ctx.node_id, columns=p.columns, id_key=p.id_key)
+        return map_items(items, read_one)
+
+    def _load(self, ctx: RunContext) -> tuple["datasets.Dataset", str]:
+        """The (memory-mapped) dataset on the driver, and the source name its ids start with."""
+        datasets = offline_datasets()
+        p = self.params
+        if p.builder is not None:
+            split = p.split or "train"
+            cache = Path(ctx.run_dir) / "_hf_cache"
+            cache.mkdir(parents=True, exist_ok=True)
+            hf = datasets.load_dataset(p.builder, data_files=p.data_files, split=split, cache_dir=str(cache))
+            digest = hashlib.sha1(json.dumps(p.data_files, sort_keys=True).encode()).hexdigest()[:10]
+            return hf, f"{p.builder}-{digest}/{split}"
+        if not Path(p.path).is_dir():
+            raise FileNotFoundError(
+                f"{p.path!r} is not a local directory written by save_to_disk; raypress never downloads "
+                "from the Hugging Face Hub (use builder + data_files for local json/csv/parquet files)"
+            )
+        loaded = datasets.load_from_disk(p.path)
+        if isinstance(loaded, datasets.DatasetDict):
+            split = p.split or _only_split(loaded, p.path)
+            if split not in loaded:
+                raise KeyError(f"{p.path}: no split {split!r} (splits: {sorted(loaded)})")
+            return loaded[split], f"{p.path}/{split}"
+        return loaded, p.path
+
+
+def _only_split(dd: "datasets.DatasetDict", path: str) -> str:
+    if len(dd) != 1:
+        raise ValueError(f"{path} holds splits {sorted(dd)}: choose one with 'split'")
+    return next(iter(dd))
+
+
+def _flat_files(data_files: DataFiles | None) -> list[str]:
+    if data_files is None:
+        return []
+    if isinstance(data_files, str):
+        return [data_files]
+    if isinstance(data_files, dict):
+        return [f for v in data_files.values() for f in _flat_files(v)]
+    return list(data_files)
+
+
+def arrow_rows(file: str) -> int:
+    """Rows in an Arrow IPC stream file; memory-mapped, so only the batch headers are touched."""
+    return sum(batch.num_rows for batch in pa.ipc.open_stream(pa.memory_map(file)))
+
+
+def read_arrow_file(
+    item: dict[str, Any], source: str, node: str, columns: list[str] | None, id_key: str | None
+) -> Iterator[pa.Table]:
+    """Stream one Arrow file of a dataset as tables with ids ``{source}:{row in the dataset}``."""
+    offset = item["offset"]
+    for batch in pa.ipc.open_stream(pa.memory_map(item["file"])):
+        table = pa.Table.from_batches([batch])
+        if columns is not None:
+            table = table.select(list(dict.fromkeys(columns + ([id_key] if id_key else []))))
+        ids = [f"{source}:{offset + i}" for i in range(table.num_rows)]
+        offset += table.num_rows
+        if id_key is None:
+            yield combine(put_ids(table, ids), None)
+            continue
+        out = ids_from_column(table, id_key, ids, node)
+        if columns is not None and id_key not in columns and id_key != ID_COL:
+            out = out.drop_columns([id_key])
+        yield out
+
+
+@register("write_hf_dataset")
+class WriteHfDataset(Writer):
+    """Write a Hugging Face dataset directory (save_to_disk) that datasets.load_from_disk opens."""
+
+    class Params(Params):
+        path: str = Field(description="output directory ('{run_dir}' expands to the run directory)")
+
+    PARTS = "_parts"
+
+    def write_batch(self, table: pa.Table, dest: str, part: str) -> None:
+        write_parquet_part(table, part_path(str(Path(dest) / self.PARTS), part, ".parquet"), "zstd")
+
+    def finalize(self, dest: str, ctx: RunContext) -> None:
+        """Build the dataset from the parts (through a cache beside them), save it, remove both."""
+        datasets = offline_datasets()
+        parts_dir = Path(dest) / self.PARTS
+        parts = sorted(str(p) for p in parts_dir.glob("part-*.parquet"))
+        if parts:  # parts may disagree (a column all-null in one, typed in another): unify them
+            schema = pa.unify_schemas([pq.read_schema(p) for p in parts], promote_options="permissive")
+        else:  # nothing reached this writer: still an openable dataset, with the column every row has
+            schema = pa.schema([(ID_COL, pa.string())])
+        features = datasets.Features.from_arrow_schema(schema)
+        filled = [p for p in parts if pq.ParquetFile(p).metadata.num_rows > 0]  # HF cannot read empty ones
+        if filled:
+            hf = datasets.Dataset.from_parquet(filled, features=features, cache_dir=str(parts_dir / "_cache"))
+        else:
+            hf = datasets.Dataset.from_dict({name: [] for name in schema.names}, features=features)
+        # an empty dataset would be saved as zero shards, which load_from_disk cannot open
+        hf.save_to_disk(dest, num_shards=1 if len(hf) == 0 else None)
+        del hf  # it memory-maps the cache we are about to delete
+        shutil.rmtree(parts_dir, ignore_errors=True)

@@ -1,0 +1,80 @@
+"""Parquet in and out.  Ids name the file and the row's index in it, so they survive re-runs."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import Field
+
+from raypress.operators.base import Params, Reader, RunContext, Writer
+from raypress.operators.io._atomic import atomic_path, part_path
+from raypress.operators.io._files import Globs, expand_globs, map_files
+from raypress.operators.io._rows import combine, ids_from_column, put_ids
+from raypress.operators.registry import register
+from raypress.schema import ID_COL
+
+BATCH_ROWS = 65_536  # rows decoded at a time per worker
+
+
+@register("read_parquet")
+class ReadParquet(Reader):
+    """Read Parquet files in parallel (one file per task, streamed by batches)."""
+
+    class Params(Params):
+        paths: Globs = Field(description="glob patterns of files, relative to the current directory")
+        columns: list[str] | None = Field(default=None, description="columns to read (default: all)")
+        id_key: str | None = Field(
+            default=None,
+            description="column whose value (as a string) is the row id; rows where it is null become "
+            "'missing_id' tombstones. Without it, id = '{path}:{row}' (0-based row index in the file) "
+            "and an 'id' column in the data is replaced (set id_key: id to keep it)",
+        )
+
+    def columns_written(self) -> tuple[str, ...] | None:
+        cols = self.params.columns
+        return (ID_COL, *[c for c in cols if c != ID_COL]) if cols else None
+
+    def read(self, ctx: RunContext):
+        files = expand_globs(self.params.paths)
+        p = self.params
+        return map_files(files, partial(read_parquet_file, node=ctx.node_id, columns=p.columns, id_key=p.id_key))
+
+
+def read_parquet_file(
+    path: str, abs_path: str, node: str, columns: list[str] | None, id_key: str | None
+) -> Iterator[pa.Table]:
+    """Stream one file as tables with ids; only the id column is read beyond ``columns``."""
+    wanted = None if columns is None else list(dict.fromkeys(columns + ([id_key] if id_key else [])))
+    offset = 0
+    for batch in pq.ParquetFile(abs_path).iter_batches(batch_size=BATCH_ROWS, columns=wanted):
+        table = pa.Table.from_batches([batch])
+        ids = [f"{path}:{offset + i}" for i in range(table.num_rows)]
+        offset += table.num_rows
+        if id_key is None:
+            yield combine(put_ids(table, ids), None)
+            continue
+        out = ids_from_column(table, id_key, ids, node)
+        if columns is not None and id_key not in columns and id_key != ID_COL:
+            out = out.drop_columns([id_key])
+        yield out
+
+
+@register("write_parquet")
+class WriteParquet(Writer):
+    """Write rows as Parquet, one file per part."""
+
+    class Params(Params):
+        path: str = Field(description="output directory ('{run_dir}' expands to the run directory)")
+        compression: str = Field(default="zstd", description="parquet codec: zstd, snappy, gzip, lz4, none")
+
+    def write_batch(self, table: pa.Table, dest: str, part: str) -> None:
+        write_parquet_part(table, part_path(dest, part, ".parquet"), self.params.compression)
+
+
+def write_parquet_part(table: pa.Table, final, compression: str) -> None:
+    """Atomically write one part; empty tables are written too, so the schema survives."""
+    with atomic_path(final) as tmp:
+        pq.write_table(table, tmp, compression=compression)
