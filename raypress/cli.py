@@ -126,11 +126,16 @@ def submit(file: str = typer.Argument(..., help="pipeline YAML"),
            pip: List[str] = typer.Option([], "--pip", help="extra pip requirement for the cluster's runtime env"),
            no_follow: bool = typer.Option(False, "--no-follow", help="submit and return without streaming logs")):
     """Submit a pipeline to a Ray cluster through the Jobs API; exit with the job's status."""
-    from raypress.cluster import submit_pipeline
+    from raypress.cluster import ClusterError, submit_pipeline
 
     _load_or_exit(file, set_)
-    status = submit_pipeline(file, address, run_dir, list(set_), extra_pip=list(pip) or None,
-                             follow=not no_follow, echo=lambda s: out.print(s, end="", markup=False))
+    try:
+        status = submit_pipeline(file, address, run_dir, list(set_), extra_pip=list(pip) or None,
+                                 follow=not no_follow,
+                                 echo=lambda s: out.print(s, markup=False, highlight=False, soft_wrap=True))
+    except ClusterError as exc:
+        console.print(f"error: {exc}", markup=False)
+        raise typer.Exit(2)
     out.print(f"job status: {status}")
     if no_follow:
         return

@@ -144,6 +144,9 @@ class Runner:
             ds = self._apply_streaming(ds, n)
         if writer is not None:
             writer.prepare(dest)
+            for stale in Path(dest).glob("part-*"):  # parts of an earlier, interrupted attempt
+                if stale.is_file():
+                    stale.unlink()
         from raypress.dag.sink import SegmentSink, sum_tallies
 
         sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest,

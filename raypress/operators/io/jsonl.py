@@ -11,6 +11,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+from pathlib import Path
 from functools import partial
 from typing import Any, Iterator
 
@@ -20,6 +21,7 @@ from pydantic import Field
 from raypress.operators.base import Params, Reader, RunContext, Writer
 from raypress.operators.io._atomic import atomic_path, part_path
 from raypress.operators.io._files import Globs, expand_globs, map_files, open_maybe_compressed
+from raypress.operators.io.single_file import PARTS_SUFFIX, is_file_path, join_jsonl, parts_dir
 from raypress.operators.io._rows import combine, ids_from_column, preview, put_ids, records_to_table, tombstones
 from raypress.operators.registry import register
 
@@ -119,7 +121,16 @@ class WriteJsonl(Writer):
     """Write rows as JSON Lines, one file per part; bytes become base64 text, times ISO 8601."""
 
     class Params(Params):
-        path: str = Field(description="output directory ('{run_dir}' expands to the run directory)")
+        path: str = Field(description="output directory, or one file when it ends in .jsonl "
+                                      "('{run_dir}' expands to the run directory)")
+
+    def destination(self, ctx) -> str:
+        path = self.params.path
+        return parts_dir(path) if is_file_path(path, ".jsonl") else path
+
+    def finalize(self, dest: str, ctx) -> None:
+        if is_file_path(self.params.path, ".jsonl"):
+            join_jsonl(dest, str(Path(dest[: -len(PARTS_SUFFIX)])))
 
     def write_batch(self, table: pa.Table, dest: str, part: str) -> None:
         if table.num_rows == 0:
