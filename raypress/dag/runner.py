@@ -183,6 +183,7 @@ class Runner:
         """The lazy Dataset entering the segment, the rows expected there, and the ops to stream."""
         head = nodes[0]
         ctx = self.ctx(head.id)
+        ctx.input_rows = self._rows_in(head) if head.kind != OpKind.READER else None
         if head.kind == OpKind.READER:
             return head.make_op().read(ctx), None, _streaming(nodes[1:])
         if head.kind == OpKind.DEDUPLICATOR:
@@ -249,6 +250,7 @@ class Runner:
         self.emit({"event": "node_started", "node": nid, "op": node.op_cls.name})
         start = time.perf_counter()
         ctx = self.ctx(nid)
+        ctx.input_rows = self._rows_in(node)
         op = node.make_op(self._side_artifacts(node))
         inputs = self._inputs(node)
         if node.kind == OpKind.STAGE:

@@ -82,7 +82,9 @@ class SegmentSink:
             # duplicates are counted per node, not per kept twin (their reason is the twin's id)
             "reason": pc.if_else(pc.equal(dead.column(KIND_COL), TombstoneKind.DUPLICATE.value),
                                  pa.scalar("", pa.string()), dead.column(REASON_COL)),
-        }).group_by(["node", "kind", "reason"]).aggregate([("node", "count")])
+        # use_threads=False: a small table gains nothing from threads, and Acero's threaded
+        # group_by inside a Ray worker can fail with "thread index N is out of range [0, N)"
+        }).group_by(["node", "kind", "reason"], use_threads=False).aggregate([("node", "count")])
         return [(r["node"], r["kind"], r["reason"] or "", r["node_count"]) for r in grouped.to_pylist()]
 
 

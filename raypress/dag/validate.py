@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from raypress.dag.spec import PipelineSpec, Problem, read_spec
 from raypress.dag.yaml_lines import YamlSyntaxError
 from raypress.operators.base import OpKind, Operator, Params
-from raypress.operators.registry import did_you_mean, get_op, all_ops
+from raypress.operators.registry import did_you_mean, get_op, known_names
 from raypress.schema import ArtifactType, ID_COL
 
 
@@ -64,7 +64,7 @@ def load_pipeline(path: str | Path, overrides=()) -> ValidatedPipeline:
 def validate(spec: PipelineSpec) -> ValidatedPipeline:
     problems = list(spec.problems)
     f = spec.doc.file
-    known = all_ops()
+    known = known_names()
     nodes: dict[str, VNode] = {}
     seen_ids: dict[str, int | None] = {}
     specs = {}

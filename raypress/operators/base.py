@@ -63,6 +63,14 @@ class RunContext:
     seed: int = 0
     emit: Callable[[dict[str, Any]], None] = field(default=lambda event: None)
     settings: dict[str, Any] = field(default_factory=dict)
+    input_rows: int | None = None  # rows of the main Dataset input, when counted (global ops, stages)
+
+    def shuffle_partitions(self, rows_per_partition: int = 100_000, cap: int = 200) -> int:
+        """How many partitions a shuffle over the input deserves: each one costs a task and a file,
+        so a tiny input gets one, a large one up to ``cap``."""
+        if self.input_rows is None:
+            return cap
+        return max(1, min(cap, -(-self.input_rows // rows_per_partition)))
 
     def event(self, kind: str, **fields: Any) -> None:
         """Report progress (steps, loss, tokens/s) into the run's ``events.jsonl``."""

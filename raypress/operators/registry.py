@@ -1,10 +1,15 @@
-"""Operator registry: names -> classes, discovered by importing every operator module once."""
+"""Operator registry: names -> classes.
+
+Op modules are found by a static scan for `@register("name")` and imported only when an op is
+asked for, so validating a text pipeline never pays for importing torch."""
 
 from __future__ import annotations
 
 import difflib
 import importlib
 import pkgutil
+import re
+from pathlib import Path
 from typing import TypeVar
 
 from raypress.operators.base import Operator
@@ -41,9 +46,39 @@ def load_all() -> None:
     _LOADED = True
 
 
+_REGISTER_CALL = re.compile(r"""@register\(\s*["']([^"']+)["']""")
+_INDEX: dict[str, str] | None = None
+
+
+def _index() -> dict[str, str]:
+    """op name -> module that registers it, read from the sources without importing them."""
+    global _INDEX
+    if _INDEX is None:
+        import raypress.operators as pkg
+
+        root = Path(pkg.__path__[0])
+        index: dict[str, str] = {}
+        for path in sorted(root.rglob("*.py")):
+            if path.name in ("base.py", "registry.py"):
+                continue
+            module = ".".join((pkg.__name__, *path.relative_to(root).with_suffix("").parts))
+            for name in _REGISTER_CALL.findall(path.read_text(encoding="utf-8")):
+                index.setdefault(name, module)
+        _INDEX = index
+    return _INDEX
+
+
 def get_op(name: str) -> type[Operator] | None:
-    load_all()
+    if name not in _REGISTRY and name in _index():
+        importlib.import_module(_index()[name])
+    if name not in _REGISTRY and not _LOADED and name not in _index():
+        return None
     return _REGISTRY.get(name)
+
+
+def known_names() -> set[str]:
+    """Every op name, without importing op modules (for "did you mean")."""
+    return set(_index()) | set(_REGISTRY)
 
 
 def all_ops() -> dict[str, type[Operator]]:
