@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -106,10 +107,10 @@ def run(file: str = typer.Argument(..., help="pipeline YAML"),
     try:
         ledger = runner.run().to_json()
     except RunFailed as exc:
-        console.print(f"[bold red]run failed:[/] {exc}", markup=True)
+        console.print(f"[bold red]run failed:[/] {escape(str(exc))}")
         raise typer.Exit(1)
     except Exception as exc:  # an op or stage crashed: one clear line, the traceback in events.jsonl
-        console.print(f"[bold red]run failed:[/] {type(exc).__name__}: {exc}")
+        console.print(f"[bold red]run failed:[/] {type(exc).__name__}: {escape(str(exc))}")
         console.print(f"(details in {runner.store.root}/events.jsonl)")
         raise typer.Exit(1)
     print_ledger(ledger)
@@ -152,14 +153,14 @@ def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameter
         for col in ("op", "kind", "description"):
             table.add_column(col)
         for op_name, cls in all_ops().items():
-            table.add_row(op_name, cls.kind.value, cls.summary())
+            table.add_row(op_name, cls.kind.value, escape(cls.summary()))
         out.print(table)
         return
     cls = get_op(name)
     if cls is None:
         console.print(f"unknown op {name!r}{did_you_mean(name, all_ops())}")
         raise typer.Exit(2)
-    out.print(f"[bold]{name}[/] ({cls.kind.value}): {cls.summary()}")
+    out.print(f"[bold]{name}[/] ({cls.kind.value}): {escape(cls.summary())}")
     inputs = ", ".join(f"{k}: {v.value}" for k, v in cls.inputs.items()) or "none"
     out.print(f"inputs: {inputs}; output: {cls.output.value}; "
               f"resources: cpu={cls.resources.num_cpus:g} gpu={cls.resources.num_gpus:g}"
@@ -170,7 +171,7 @@ def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameter
     for pname, field in cls.Params.model_fields.items():
         ann = getattr(field.annotation, "__name__", None) or str(field.annotation).replace("typing.", "")
         default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
-        table.add_row(pname, ann, default, field.description or "")
+        table.add_row(pname, escape(ann), escape(default), escape(field.description or ""))
     out.print(table)
 
 

@@ -102,9 +102,9 @@ class Operator(ABC):
 
     @classmethod
     def summary(cls) -> str:
-        """The first line of the docstring: what `raypress ops` prints."""
+        """The docstring's first paragraph on one line: what `raypress ops` prints."""
         doc = (cls.__doc__ or "").strip()
-        return doc.splitlines()[0] if doc else ""
+        return " ".join(doc.split("\n\n")[0].split()) if doc else ""
 
     def columns_read(self) -> tuple[str, ...]:
         """Columns this op needs in its input (``text_key`` params count)."""
