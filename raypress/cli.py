@@ -120,6 +120,38 @@ def run(file: str = typer.Argument(..., help="pipeline YAML"),
 
 
 @app.command()
+def analyze(file: str = typer.Argument(..., help="pipeline YAML"),
+            run_dir: Optional[str] = typer.Option(None, "--run-dir", help="default runs/<name>/<timestamp>"),
+            set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)"),
+            address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address")):
+    """Run with every filter in stats mode (nothing dropped) and print each stat's distribution."""
+    from raypress.dag.analyze import read_output, summarize, to_stats_mode
+    from raypress.dag.runner import Runner
+    from raypress.dag.store import default_run_dir
+    from raypress.operators.base import OpKind
+
+    vp = _load_or_exit(file, set_)
+    filters = to_stats_mode(vp)
+    run_dir = run_dir or default_run_dir(vp.spec.name + "-analyze")
+    console.print(f"[bold]{vp.spec.name}[/]: analyzing {len(filters)} filters → {run_dir}")
+    runner = Runner(vp, run_dir, address=address, on_event=_event_printer)
+    runner.run()
+    for nid, node in vp.nodes.items():
+        if node.kind != OpKind.WRITER:
+            continue
+        dest = getattr(node.params, "path", None)
+        table = read_output(dest) if dest else None
+        rows = summarize(table) if table is not None else []
+        t = Table(title=f"stats at '{nid}' ({table.num_rows if table is not None else 0} rows)")
+        for col in ("stat", "count", "mean", "q0", "q10", "q25", "q50", "q75", "q90", "q100"):
+            t.add_column(col, justify="left" if col == "stat" else "right")
+        for r in rows:
+            t.add_row(r["stat"], str(r["count"]), *(f"{r[k]:.4g}" for k in
+                      ("mean", "q0", "q10", "q25", "q50", "q75", "q90", "q100")))
+        out.print(t)
+
+
+@app.command()
 def submit(file: str = typer.Argument(..., help="pipeline YAML"),
            address: str = typer.Option(..., "--address", help="Ray dashboard address, e.g. http://HOST:8265"),
            run_dir: Optional[str] = typer.Option(None, "--run-dir", help="run directory on the cluster"),

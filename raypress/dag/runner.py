@@ -212,7 +212,7 @@ class Runner:
         if res.memory:
             kwargs["memory"] = res.memory
         runner_kwargs = dict(op_cls=node.op_cls, params=node.params, artifacts=self._side_artifacts(node),
-                             node_id=node.id, timer=self.timer)
+                             node_id=node.id, stats_only=node.stats_only, timer=self.timer)
         if node.op_cls.stateful:
             import ray
 

@@ -17,7 +17,8 @@ from raypress.dag.yaml_lines import LocatedDoc, load_located
 
 TOP_KEYS = ("name", "description", "settings", "nodes", "process", "dataset_path", "export_path",
             "np", "project_name", "text_keys")
-NODE_KEYS = ("id", "op", "with", "input", "description")
+NODE_KEYS = ("id", "op", "with", "input", "mode", "description")
+NODE_MODES = ("run", "stats")
 
 
 @dataclass
@@ -60,6 +61,7 @@ class NodeSpec:
     params: dict[str, Any]
     input: Any
     path: tuple  # YAML path of this node, for line numbers
+    mode: str = "run"  # "stats": a filter computes its stats but drops nothing (analysis)
 
     def input_slots(self) -> dict[str, list[str]]:
         """Normalize `input`: a name or a list feed the main `data` slot; a mapping names slots."""
@@ -95,6 +97,7 @@ class PipelineSpec:
             "settings": self.settings,
             "nodes": [
                 {k: v for k, v in (("id", n.id), ("op", n.op), ("input", n.input),
+                                   ("mode", None if n.mode == "run" else n.mode),
                                    ("with", n.params)) if v not in (None, {})}
                 for n in self.nodes
             ],
@@ -191,7 +194,12 @@ def _read_nodes(data: dict, doc: LocatedDoc, problems: list[Problem]) -> list[No
             problems.append(Problem(f, doc.line(path + ("with",)), "`with` must be a mapping of parameters",
                                     node=label, key="with"))
             params = {}
-        nodes.append(NodeSpec(str(node_id), op, dict(params), item.get("input"), path))
+        mode = item.get("mode", "run")
+        if mode not in NODE_MODES:
+            problems.append(Problem(f, doc.line(path + ("mode",)), f"mode must be one of {', '.join(NODE_MODES)} "
+                                    f"(got {mode!r})", node=label, key="mode"))
+            mode = "run"
+        nodes.append(NodeSpec(str(node_id), op, dict(params), item.get("input"), path, mode))
     return nodes
 
 

@@ -30,6 +30,7 @@ def config_hashes(vp: ValidatedPipeline) -> dict[str, str]:
         payload = {
             "op": node.op_cls.name,
             "params": node.params.model_dump(mode="json"),
+            "stats_only": node.stats_only,
             "inputs": {slot: [hashes[p] for p in ps] for slot, ps in sorted(node.slots.items())},
         }
         hashes[nid] = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

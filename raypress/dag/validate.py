@@ -28,6 +28,7 @@ class VNode:
     raw_params: dict
     slots: dict[str, list[str]]
     consumers: list[str] = field(default_factory=list)
+    stats_only: bool = False  # `mode: stats`: a filter annotates, drops nothing
 
     @property
     def kind(self) -> OpKind:
@@ -85,7 +86,10 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
                                         f"unknown op {ns.op!r}{did_you_mean(ns.op, known)}", node=ns.id, key="op"))
             continue
         params = _validate_params(op_cls, ns, spec, problems)  # None when invalid: inputs still checked
-        nodes[ns.id] = VNode(ns.id, op_cls, params, ns.params, ns.input_slots())
+        nodes[ns.id] = VNode(ns.id, op_cls, params, ns.params, ns.input_slots(), stats_only=ns.mode == "stats")
+        if ns.mode == "stats" and op_cls.kind != OpKind.FILTER:
+            problems.append(Problem(f, spec.line(ns.path + ("mode",)), f"mode: stats applies to filters; "
+                                    f"{ns.op} is a {op_cls.kind.value}", node=ns.id, key="mode"))
 
     # Inputs and artifact types.
     all_ids = set(specs)
