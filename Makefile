@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml | $(PY)
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/raypress run pipelines/quickstart.yaml --run-dir runs/quickstart/demo
+	$(VENV)/bin/raypress run pipelines/quickstart.yaml
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -123,3 +123,20 @@ def _fits(value: Any, col_type: pa.DataType) -> bool:
         return True
     except _ARROW_ERRORS:
         return False
+
+
+def with_row_ids(
+    tables, source: str, node: str, columns: list[str] | None, id_key: str | None, offset: int = 0
+):
+    """Give each table of a columnar file stable ids ``{source}:{row}`` (or from ``id_key``);
+    ``id_key`` is dropped again when it was read only for the ids."""
+    for table in tables:
+        ids = [f"{source}:{offset + i}" for i in range(table.num_rows)]
+        offset += table.num_rows
+        if id_key is None:
+            yield combine(put_ids(table, ids), None)
+            continue
+        out = ids_from_column(table, id_key, ids, node)
+        if columns is not None and id_key not in columns and id_key != ID_COL:
+            out = out.drop_columns([id_key])
+        yield out

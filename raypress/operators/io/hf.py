@@ -24,7 +24,7 @@ from pydantic import Field, model_validator
 from raypress.operators.base import Params, Reader, RunContext, Writer
 from raypress.operators.io._atomic import part_path
 from raypress.operators.io._files import map_items
-from raypress.operators.io._rows import combine, ids_from_column, put_ids
+from raypress.operators.io._rows import with_row_ids
 from raypress.operators.io.parquet import write_parquet_part
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
@@ -149,20 +149,14 @@ def read_arrow_file(
     item: dict[str, Any], source: str, node: str, columns: list[str] | None, id_key: str | None
 ) -> Iterator[pa.Table]:
     """Stream one Arrow file of a dataset as tables with ids ``{source}:{row in the dataset}``."""
-    offset = item["offset"]
-    for batch in pa.ipc.open_stream(pa.memory_map(item["file"])):
-        table = pa.Table.from_batches([batch])
-        if columns is not None:
-            table = table.select(list(dict.fromkeys(columns + ([id_key] if id_key else []))))
-        ids = [f"{source}:{offset + i}" for i in range(table.num_rows)]
-        offset += table.num_rows
-        if id_key is None:
-            yield combine(put_ids(table, ids), None)
-            continue
-        out = ids_from_column(table, id_key, ids, node)
-        if columns is not None and id_key not in columns and id_key != ID_COL:
-            out = out.drop_columns([id_key])
-        yield out
+    def tables() -> Iterator[pa.Table]:
+        for batch in pa.ipc.open_stream(pa.memory_map(item["file"])):
+            table = pa.Table.from_batches([batch])
+            if columns is not None:
+                table = table.select(list(dict.fromkeys(columns + ([id_key] if id_key else []))))
+            yield table
+
+    yield from with_row_ids(tables(), source, node, columns, id_key, offset=item["offset"])
 
 
 @register("write_hf_dataset")

@@ -13,7 +13,7 @@ from raypress.operators.base import Params, Reader, RunContext, Writer
 from raypress.operators.io.single_file import PARTS_SUFFIX, is_file_path, join_parquet, parts_dir
 from raypress.operators.io._atomic import atomic_path, part_path
 from raypress.operators.io._files import Globs, expand_globs, map_files
-from raypress.operators.io._rows import combine, ids_from_column, put_ids
+from raypress.operators.io._rows import with_row_ids
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 
@@ -49,18 +49,8 @@ def read_parquet_file(
 ) -> Iterator[pa.Table]:
     """Stream one file as tables with ids; only the id column is read beyond ``columns``."""
     wanted = None if columns is None else list(dict.fromkeys(columns + ([id_key] if id_key else [])))
-    offset = 0
-    for batch in pq.ParquetFile(abs_path).iter_batches(batch_size=BATCH_ROWS, columns=wanted):
-        table = pa.Table.from_batches([batch])
-        ids = [f"{path}:{offset + i}" for i in range(table.num_rows)]
-        offset += table.num_rows
-        if id_key is None:
-            yield combine(put_ids(table, ids), None)
-            continue
-        out = ids_from_column(table, id_key, ids, node)
-        if columns is not None and id_key not in columns and id_key != ID_COL:
-            out = out.drop_columns([id_key])
-        yield out
+    batches = pq.ParquetFile(abs_path).iter_batches(batch_size=BATCH_ROWS, columns=wanted)
+    yield from with_row_ids((pa.Table.from_batches([b]) for b in batches), path, node, columns, id_key)
 
 
 @register("write_parquet")
