@@ -49,5 +49,6 @@ def test_analyze_cli_prints_quantiles(ray_session, tmp_path):
 
     result = CliRunner().invoke(app, ["analyze", str(pipe), "--run-dir", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output[-2000:]
+    assert json.loads((tmp_path / "run" / "ledger.json").read_text())["adds_up"]
     row = next(line for line in result.output.splitlines() if "num_words" in line)
     assert "4" in row and "12" in row  # count 4 (nothing dropped), max 12
