@@ -14,8 +14,6 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         return
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-    # a loaded 2-core machine can take far longer than Ray's default wait for the raylet
-    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
     address = address or os.environ.get("RAY_ADDRESS") or None
     kwargs: dict = dict(
         logging_level=logging.WARNING,
@@ -26,7 +24,15 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     if address:
         ray.init(address=address, **kwargs)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+        # A loaded 2-core machine sometimes misses Ray's fixed start-up deadlines: try again.
+        for attempt in range(3):
+            try:
+                ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+                break
+            except Exception:  # noqa: BLE001 - "node timed out during startup" and kin
+                ray.shutdown()
+                if attempt == 2:
+                    raise
     import ray.data
 
     ctx = ray.data.DataContext.get_current()

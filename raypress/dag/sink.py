@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from raypress.dag.batch_exec import flush_times
 from raypress.operators.base import Writer
 from raypress.schema import (
     ID_COL,
@@ -58,6 +59,7 @@ class SegmentSink:
         if mask is not None:
             dead = table.filter(pc.invert(mask))
             tallies.extend(self._write_dead(dead, part))
+        flush_times()  # the per-op times of this task's batches (see batch_exec.report_time)
         node, kind, reason, n = zip(*tallies)
         return pa.table([list(node), list(kind), list(reason), list(n)], schema=TALLY_SCHEMA)
 
