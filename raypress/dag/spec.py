@@ -263,10 +263,6 @@ def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem]) -> lis
     return nodes
 
 
-class OverrideError(ValueError):
-    pass
-
-
 def apply_overrides(spec: PipelineSpec, overrides) -> None:
     """`--set NODE.PARAM=VALUE` (VALUE parsed as YAML); bad ones become problems."""
     by_id = {n.id: n for n in spec.nodes}
