@@ -247,8 +247,7 @@ def _check_reachable(address: str) -> None:
     if not parts.hostname or port is None:
         raise ClusterError(f"not a valid Ray address (expected http://HOST:PORT): {address}")
     try:
-        with socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT_S):
-            pass
+        socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
         reason = e.strerror or type(e).__name__
         raise ClusterError(

@@ -7,6 +7,8 @@ become error tombstones, so one bad row never kills a run.
 
 from __future__ import annotations
 
+import contextlib
+
 import functools
 import json
 import math
@@ -79,11 +81,9 @@ def align_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
             if col.type == field.type:
                 cols.append(col)
                 continue
-            try:
+            with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
                 cols.append(col.cast(field.type))
-                continue
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                pass
+                continue  # cast worked; otherwise the column becomes nulls below
         cols.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(cols, schema=schema)
 

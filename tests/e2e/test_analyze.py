@@ -19,15 +19,21 @@ def corpus(tmp_path):
     return path
 
 
-def test_stats_mode_node_keeps_every_row_with_stats(ray_session, tmp_path):
+def pipeline(tmp_path, words_mode: str, writer: str, out: str):
+    """read_jsonl -> words_num_filter (min 5, in `words_mode`) -> `writer` at `out`."""
     data = corpus(tmp_path)
     pipe = tmp_path / "p.yaml"
     pipe.write_text(textwrap.dedent(f"""\
         nodes:
           - {{id: src, op: read_jsonl, with: {{paths: ["{data}"]}}}}
-          - {{id: words, op: words_num_filter, input: src, mode: stats, with: {{min_num: 5}}}}
-          - {{id: out, op: write_jsonl, input: words, with: {{path: "{{run_dir}}/out.jsonl"}}}}
+          - {{id: words, op: words_num_filter, input: src, mode: {words_mode}, with: {{min_num: 5}}}}
+          - {{id: out, op: {writer}, input: words, with: {{path: "{{run_dir}}/{out}"}}}}
         """))
+    return pipe
+
+
+def test_stats_mode_node_keeps_every_row_with_stats(ray_session, tmp_path):
+    pipe = pipeline(tmp_path, "stats", "write_jsonl", "out.jsonl")
     ledger = run_pipeline(str(pipe), run_dir=str(tmp_path / "run"))
     assert ledger["adds_up"] and ledger["nodes"]["words"]["dropped"] == {}
     rows = [json.loads(x) for x in (tmp_path / "run" / "out.jsonl").read_text().splitlines()]
@@ -35,14 +41,7 @@ def test_stats_mode_node_keeps_every_row_with_stats(ray_session, tmp_path):
 
 
 def test_analyze_cli_prints_quantiles(ray_session, tmp_path):
-    data = corpus(tmp_path)
-    pipe = tmp_path / "p.yaml"
-    pipe.write_text(textwrap.dedent(f"""\
-        nodes:
-          - {{id: src, op: read_jsonl, with: {{paths: ["{data}"]}}}}
-          - {{id: words, op: words_num_filter, input: src, with: {{min_num: 5}}}}
-          - {{id: out, op: write_parquet, input: words, with: {{path: "{{run_dir}}/out"}}}}
-        """))
+    pipe = pipeline(tmp_path, "run", "write_parquet", "out")  # analyze itself switches to stats
     from typer.testing import CliRunner
 
     from raypress.cli import app

@@ -10,6 +10,8 @@ it) plus anything whose command line names the head's private temp dir.
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 import re
@@ -118,10 +120,8 @@ def stop_head(head: subprocess.Popen, temp_dir: str) -> None:
     pids = head_processes(head, temp_dir)
     for sig, grace_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # already gone
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
             head.poll()  # reap our direct child so it does not linger as a zombie
@@ -151,7 +151,8 @@ def head_up(head: subprocess.Popen, url: str, token: str, log: Path) -> bool:
                     if response.status == 200:
                         return True
             except OSError:  # refused, reset, or an HTTP error while modules start
-                pass
+                time.sleep(1)
+                continue
         time.sleep(1)
     return False
 

@@ -5,6 +5,8 @@ Shared by the readers so that every one of them treats ids and bad records the s
 
 from __future__ import annotations
 
+import contextlib
+
 from collections import Counter
 from typing import Any
 
@@ -74,10 +76,8 @@ def records_to_table(records: list[dict[str, Any]]) -> tuple[pa.Table, dict[int,
     most records agree on wins and the others are reported, never silently coerced or dropped."""
     if not records:
         return pa.table({}), {}
-    try:
+    with contextlib.suppress(*_ARROW_ERRORS):  # the fast path; mixed types fall through
         return pa.Table.from_struct_array(pa.array(records)), {}
-    except _ARROW_ERRORS:
-        pass
     names = list(dict.fromkeys(k for r in records for k in r))
     bad: dict[int, str] = {}
     fields = []
@@ -95,10 +95,8 @@ def records_to_table(records: list[dict[str, Any]]) -> tuple[pa.Table, dict[int,
 
 
 def _column_type(values: list[Any]) -> pa.DataType | None:
-    try:
+    with contextlib.suppress(*_ARROW_ERRORS):  # Arrow agrees on one type: done
         return pa.array(values).type
-    except _ARROW_ERRORS:
-        pass
     present = [v for v in values if v is not None]
     kinds = Counter(_kind(v) for v in present)
     majority = kinds.most_common(1)[0][0]
