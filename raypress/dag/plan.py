@@ -51,7 +51,11 @@ def _materialize_reason(node: VNode, nodes: dict[str, VNode]) -> str | None:
     c = consumers[0]
     if c.kind not in STREAMING_KINDS and c.kind != OpKind.WRITER:
         return f"input of {c.kind.value} '{c.id}'"
-    if sum(len(v) for v in c.slots.values()) > 1:
+    data_producers = c.slots.get("data", [])
+    if node.id not in data_producers:
+        slot = next(s for s, producers in c.slots.items() if node.id in producers)
+        return f"side input '{slot}' of '{c.id}'"  # read whole by each task/actor, so it must exist first
+    if len(data_producers) > 1:
         return f"part of a union read by '{c.id}'"
     if node.kind == OpKind.STAGE:
         return "output of a stage"
