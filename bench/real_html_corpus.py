@@ -12,12 +12,9 @@ Everything is cached under the output folder; a second call only checks the file
 from __future__ import annotations
 
 import hashlib
-import io
-import mimetypes
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,9 +26,6 @@ DOC_PACKAGES = {
     "postgresql-doc-15": ("usr/share/doc/postgresql-doc-15/html", "https://www.postgresql.org/docs/15/"),
     "python3.11-doc": ("usr/share/doc/python3.11/html", "https://docs.python.org/3.11/"),
 }
-FIXED_DATE = "2024-01-01T00:00:00Z"
-HTTP_DATE = "Mon, 01 Jan 2024 00:00:00 GMT"
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg"}
 
 
 def log(msg: str) -> None:
@@ -75,52 +69,17 @@ def download_and_extract(out: Path, package: str) -> Path:
     return root
 
 
-def record_id(kind: str, url: str) -> str:
-    return f"<urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, kind + ':' + url)}>"
-
-
 def write_docs_warc(out: Path) -> Path:
-    """Every HTML page and image file of DOC_PACKAGES as request + response records."""
-    from warcio.statusandheaders import StatusAndHeaders
-    from warcio.warcwriter import WARCWriter
+    """Every HTML page and image of DOC_PACKAGES as request + response records."""
+    from raypress.operators.io.site_warc import Site, write_site_warc
 
     warc = out / "warc" / "debian-docs.warc.gz"
     if warc.exists():
         return warc
-    warc.parent.mkdir(parents=True, exist_ok=True)
-    partial = warc.with_name(warc.name + ".partial")
-    pages = images = 0
-    with open(partial, "wb") as fh:
-        writer = WARCWriter(fh, gzip=True, warc_version="1.0")
-        for package, (subdir, base_url) in DOC_PACKAGES.items():
-            html_root = download_and_extract(out, package) / subdir
-            for path in sorted(p for p in html_root.rglob("*") if p.is_file()):
-                suffix = path.suffix.lower()
-                if suffix not in IMAGE_SUFFIXES and suffix not in (".html", ".htm"):
-                    continue
-                real = path.resolve()  # Debian links shared files (jquery, images) from elsewhere
-                if not real.is_file():
-                    continue
-                url = base_url + path.relative_to(html_root).as_posix()
-                ctype = "text/html; charset=utf-8" if suffix in (".html", ".htm") else (
-                    mimetypes.guess_type(path.name)[0] or "application/octet-stream")
-                body = real.read_bytes()
-                req_headers = StatusAndHeaders(f"GET /{url.split('/', 3)[3]} HTTP/1.1",
-                                               [("Host", url.split("/")[2])], is_http_request=True)
-                writer.write_record(writer.create_warc_record(
-                    url, "request", http_headers=req_headers,
-                    warc_headers_dict={"WARC-Record-ID": record_id("request", url), "WARC-Date": FIXED_DATE}))
-                resp_headers = StatusAndHeaders("200 OK", [("Content-Type", ctype), ("Date", HTTP_DATE),
-                                                           ("Content-Length", str(len(body)))], protocol="HTTP/1.1")
-                writer.write_record(writer.create_warc_record(
-                    url, "response", payload=io.BytesIO(body), http_headers=resp_headers,
-                    warc_headers_dict={"WARC-Record-ID": record_id("response", url), "WARC-Date": FIXED_DATE}))
-                if suffix in IMAGE_SUFFIXES:
-                    images += 1
-                else:
-                    pages += 1
-    partial.rename(warc)
-    log(f"{warc}: {pages} pages, {images} images, sha256 {hashlib.sha256(warc.read_bytes()).hexdigest()[:16]}")
+    sites = [Site(download_and_extract(out, pkg) / subdir, base_url) for pkg, (subdir, base_url) in DOC_PACKAGES.items()]
+    summary = write_site_warc(sites, warc)
+    log(f"{warc}: {summary.pages} pages, {summary.images} images, "
+        f"sha256 {hashlib.sha256(warc.read_bytes()).hexdigest()[:16]}")
     return warc
 
 
