@@ -1,0 +1,113 @@
+"""MINT-1T HTML pipeline throughput on >= 2,000 real pages, against parse + extract alone.
+
+Corpus: ``bench/real_html_corpus.py`` (GIMP, PostgreSQL and Python manuals from Debian packages:
+2,384 English pages, 1,979 images, as WARC records).  The whole ``pipelines/mint1t_html.yaml``
+runs on it through the real runner on an embedded Ray with every core of this machine.
+
+Baseline (named ``parse+extract``): the same WARCs read and turned into interleaved documents by
+``read_warc_file`` + ``html_to_interleaved`` in one Python process, no Ray, nothing else: the
+least work any HTML curation does.  ``ratio`` = pipeline documents/s per core / baseline's, i.e.
+what the filters, dedup, images, Ray and the ledger cost on top of parsing, per core.
+
+    python bench/mint1t_html.py [--corpus DIR] [--cpus N]
+
+Prints documents/s per core for the pipeline, the share of operator time per node, bff_dedup's
+n-grams/s and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout without installing
+sys.path.insert(0, str(REPO / "bench"))
+
+import real_html_corpus  # noqa: E402
+
+from raypress.schema import alive_mask  # noqa: E402
+
+
+def baseline_parse_extract(warcs: list[Path]) -> tuple[int, float]:
+    """(pages, seconds): WARC parse + HTML -> interleaved documents, one process."""
+    from raypress.operators.curation.html_extract import HtmlToInterleaved
+    from raypress.operators.io.warc import read_warc_file
+
+    extract = HtmlToInterleaved(HtmlToInterleaved.Params())
+    pages = 0
+    start = time.perf_counter()
+    for warc in warcs:
+        for table in read_warc_file(str(warc), str(warc.resolve()), node="warc", content="html"):
+            mask = alive_mask(table)
+            live = table if mask is None else table.filter(mask)
+            for batch in live.to_batches(max_chunksize=256):
+                out = extract.process_batch(pa.Table.from_batches([batch]))
+                pages += out.num_rows
+    return pages, time.perf_counter() - start
+
+
+def run_pipeline_timed(warcs: list[Path], cpus: int, run_dir: Path) -> tuple[dict, float]:
+    from raypress.dag.ray_session import ensure_ray
+    from raypress.dag.runner import run_pipeline
+
+    ensure_ray(num_cpus=cpus)
+    listed = "[" + ",".join(f"'{w}'" for w in warcs) + "]"
+    start = time.perf_counter()
+    ledger = run_pipeline(str(REPO / "pipelines" / "mint1t_html.yaml"), run_dir=str(run_dir),
+                          overrides=[f"warc.paths={listed}", f"images.paths={listed}"])
+    return ledger, time.perf_counter() - start
+
+
+def bff_ngrams(run_dir: Path) -> int | None:
+    """n-grams bff_dedup looked up, from its event in events.jsonl."""
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event.get("node") == "bff" and "ngrams" in event:
+            return int(event["ngrams"])
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=real_html_corpus.DEFAULT_OUT)
+    parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+
+    warcs = real_html_corpus.build(args.corpus)
+    run_dir = REPO / "bench" / ".runs" / f"mint1t_html-{time.strftime('%Y%m%d-%H%M%S')}"
+    ledger, seconds = run_pipeline_timed(warcs, args.cpus, run_dir)
+    if not ledger["adds_up"]:
+        raise SystemExit(f"ledger does not add up: {ledger['problems']}")
+    nodes = ledger["nodes"]
+    pages = nodes["warc"]["rows_out"]
+    per_core = pages / seconds / args.cpus
+    print(f"corpus: {', '.join(w.name for w in warcs)}: {pages} HTML pages, {nodes['images']['rows_out']} images")
+    print(f"pipeline: {seconds:.1f} s wall on {args.cpus} cores, {nodes['output']['rows_out']} documents kept")
+    print(f"pipeline: {pages / seconds:.1f} documents/s, {per_core:.1f} documents/s per core")
+
+    op_seconds = {nid: e["seconds"] for nid, e in nodes.items()}
+    total = sum(op_seconds.values()) or 1.0
+    print("operator time share (sum of task time per node):")
+    for nid, s in sorted(op_seconds.items(), key=lambda kv: -kv[1]):
+        print(f"  {nid:18s} {nodes[nid]['op']:34s} {s:8.1f} s  {100 * s / total:5.1f} %")
+    ngrams = bff_ngrams(run_dir)
+    if ngrams is not None and nodes["bff"]["seconds"] > 0:
+        print(f"bff_dedup: {ngrams} n-grams in {nodes['bff']['seconds']:.1f} s = "
+              f"{ngrams / nodes['bff']['seconds']:.0f} n-grams/s (whole op, Ray overhead included)")
+
+    base_pages, base_seconds = baseline_parse_extract(warcs)
+    base_rate = base_pages / base_seconds
+    print(f"baseline parse+extract (1 process, no Ray): {base_pages} pages in {base_seconds:.1f} s = "
+          f"{base_rate:.1f} documents/s per core")
+    print(f"ratio {per_core / base_rate:.2f}  (pipeline documents/s per core / parse+extract documents/s)")
+
+
+if __name__ == "__main__":
+    main()
