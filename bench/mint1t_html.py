@@ -35,22 +35,38 @@ import real_html_corpus  # noqa: E402
 from raypress.schema import alive_mask  # noqa: E402
 
 
-def baseline_parse_extract(warcs: list[Path]) -> tuple[int, float]:
-    """(pages, seconds): WARC parse + HTML -> interleaved documents, one process."""
+def baseline_parse_extract(warcs: list[Path]) -> tuple[list, float]:
+    """(documents, seconds): WARC parse + HTML -> interleaved documents, one process."""
+    from raypress.operators.curation.documents import table_to_documents
     from raypress.operators.curation.html_extract import HtmlToInterleaved
     from raypress.operators.io.warc import read_warc_file
 
     extract = HtmlToInterleaved(HtmlToInterleaved.Params())
-    pages = 0
+    tables = []
     start = time.perf_counter()
     for warc in warcs:
         for table in read_warc_file(str(warc), str(warc.resolve()), node="warc", content="html"):
             mask = alive_mask(table)
             live = table if mask is None else table.filter(mask)
             for batch in live.to_batches(max_chunksize=256):
-                out = extract.process_batch(pa.Table.from_batches([batch]))
-                pages += out.num_rows
-    return pages, time.perf_counter() - start
+                tables.append(extract.process_batch(pa.Table.from_batches([batch])))
+    seconds = time.perf_counter() - start
+    return [doc for t in tables for doc in table_to_documents(t)], seconds
+
+
+def bff_core(docs: list) -> tuple[int, float, int]:
+    """(n-grams, seconds, documents removed): BFF's hashing + decisions in one process, no Ray."""
+    from raypress.operators.dedup.bff import BffParams, bff_documents, hash_documents
+    from raypress.operators.dedup.bloom import BloomFilter, optimal_num_bits, optimal_num_hashes
+
+    params = BffParams()
+    ngrams = hash_documents([d.texts for d in docs], [d.id for d in docs], params.ngram_size,
+                            params.min_ngram_size).num_ngrams
+    bits = optimal_num_bits(max(ngrams, 1), params.false_positive_rate)
+    bloom = BloomFilter(-(-bits // 8) * 8, optimal_num_hashes(bits, max(ngrams, 1)))
+    start = time.perf_counter()
+    _, removed = bff_documents(docs, bloom, params)
+    return ngrams, time.perf_counter() - start, len(removed)
 
 
 def run_pipeline_timed(warcs: list[Path], cpus: int, run_dir: Path) -> tuple[dict, float]:
@@ -102,12 +118,14 @@ def main() -> None:
         print(f"bff_dedup: {ngrams} n-grams in {nodes['bff']['seconds']:.1f} s = "
               f"{ngrams / nodes['bff']['seconds']:.0f} n-grams/s (whole op, Ray overhead included)")
 
-    base_pages, base_seconds = baseline_parse_extract(warcs)
-    base_rate = base_pages / base_seconds
-    print(f"baseline parse+extract (1 process, no Ray): {base_pages} pages in {base_seconds:.1f} s = "
+    docs, base_seconds = baseline_parse_extract(warcs)
+    base_rate = len(docs) / base_seconds
+    print(f"baseline parse+extract (1 process, no Ray): {len(docs)} pages in {base_seconds:.1f} s = "
           f"{base_rate:.1f} documents/s per core")
+    ngrams, bff_seconds, bff_removed = bff_core(docs)
+    print(f"bff_dedup core (1 process, no Ray, all {len(docs)} pages): {ngrams} n-grams in {bff_seconds:.1f} s = "
+          f"{ngrams / bff_seconds:.0f} n-grams/s ({bff_removed} documents removed whole)")
     print(f"ratio {per_core / base_rate:.2f}  (pipeline documents/s per core / parse+extract documents/s)")
-
 
 if __name__ == "__main__":
     main()

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 
-import functools
 import json
 import math
-import threading
 import time
 import traceback
 from itertools import repeat
@@ -21,6 +19,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raypress.dag.op_timing import report_time
 from raypress.operators.base import Filter, Mapper, Operator
 from raypress.schema import (
     DETAIL_COL,
@@ -94,53 +93,6 @@ def concat_aligned(parts: list[pa.Table]) -> pa.Table:
         return parts[0]
     schema = parts[0].schema
     return pa.concat_tables([parts[0]] + [align_to_schema(p, schema) for p in parts[1:]])
-
-
-# -- per-op timing -------------------------------------------------------------------------------
-# Each batch's time goes to the run's OpTimer actor.  One actor call per op per batch (~1 ms of
-# the worker's time, plus the actor's) made a 6-op, 200k-row run ~20% slower on 2 cores
-# (bench/engine_overhead.py).  When the op runs in the same Ray Data task as the segment's sink
-# (Ray fused the chain), the times are summed here and the sink reports them once per block,
-# still before the task ends; otherwise (an actor pool, an unfused task) each batch is reported
-# at once.
-_pending: dict[tuple[Any, str], list] = {}  # (timer, node) -> [seconds, rows]
-_pending_lock = threading.Lock()
-
-
-@functools.lru_cache(maxsize=1)
-def _sink_marker() -> str:
-    from raypress.dag.sink import SegmentSink  # imported late: sink.py imports this module
-
-    return f"MapBatches({SegmentSink.__name__})"
-
-
-def _sink_runs_in_this_task() -> bool:
-    try:
-        from ray.data._internal.execution.interfaces.task_context import TaskContext
-    except ImportError:  # pragma: no cover - Ray moved it: report every batch
-        return False
-    ctx = TaskContext.get_current()
-    return ctx is not None and _sink_marker() in (getattr(ctx, "op_name", None) or "")
-
-
-def report_time(timer: Any, node_id: str, seconds: float, rows: int) -> None:
-    """Add one batch's time to `node_id` in the run's OpTimer (now, or via the fused sink)."""
-    if not _sink_runs_in_this_task():
-        timer.add.remote(node_id, seconds, rows)
-        return
-    with _pending_lock:
-        acc = _pending.setdefault((timer, node_id), [0.0, 0])
-        acc[0] += seconds
-        acc[1] += rows
-
-
-def flush_times() -> None:
-    """Send the summed times held in this process (the sink calls this after each block)."""
-    with _pending_lock:
-        items = list(_pending.items())
-        _pending.clear()
-    for (timer, node_id), (seconds, rows) in items:
-        timer.add.remote(node_id, seconds, rows)
 
 
 class StreamingOpRunner:

@@ -64,7 +64,7 @@ class Runner:
 
     def ctx(self, nid: str) -> RunContext:
         return RunContext(run_dir=str(self.store.root), node_id=nid, seed=int(self.settings.get("seed", 0)),
-                          emit=self.emit, settings=dict(self.settings))
+                          emit=self.emit, settings=dict(self.settings), timer=getattr(self, "timer", None))
 
     # -- the run --------------------------------------------------------------
     def run(self) -> Ledger:
@@ -151,14 +151,14 @@ class Runner:
 
         sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest,
                               str(self.store.rejects_dir(sink.id)), str(self.store.quarantine_dir(sink.id)),
-                              bool(self.settings.get("keep_rejects")))
+                              bool(self.settings.get("keep_rejects")), self.timer)
         tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow").take_all()
         if writer is not None:
             writer.finalize(dest, self.ctx(sink.id))
         wall = time.perf_counter() - start
         seconds = dict(ray.get(self.timer.snapshot.remote()))
         for n in nodes:
-            if n.kind not in STREAMING_KINDS:
+            if n.kind not in STREAMING_KINDS and n.id not in seconds:  # readers/writers time their own work
                 seconds[n.id] = wall
         chain = [(n.id, n.op_cls.name, n.kind) for n in nodes]
         entries, problems = segment_entries(chain, sum_tallies(tallies), expected_in, seconds)

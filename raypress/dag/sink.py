@@ -3,6 +3,7 @@ and a small tally per batch, from which the ledger is computed (counts come from
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from raypress.dag.batch_exec import flush_times
+from raypress.dag.op_timing import flush_times, report_time
 from raypress.operators.base import Writer
 from raypress.schema import (
     ID_COL,
@@ -40,7 +41,7 @@ class SegmentSink:
     """Callable for `map_batches(batch_size=None)` at the end of a segment."""
 
     def __init__(self, sink_id: str, output_dir: str | None, writer: Writer | None, writer_dest: str | None,
-                 rejects_dir: str, quarantine_dir: str, keep_rejects: bool):
+                 rejects_dir: str, quarantine_dir: str, keep_rejects: bool, timer: Any = None):
         self.sink_id = sink_id
         self.output_dir = Path(output_dir) if output_dir else None
         self.writer = writer
@@ -48,6 +49,7 @@ class SegmentSink:
         self.rejects_dir = Path(rejects_dir)
         self.quarantine_dir = Path(quarantine_dir)
         self.keep_rejects = keep_rejects
+        self.timer = timer  # the writer's own time goes to the run's OpTimer
 
     def __call__(self, table: pa.Table) -> pa.Table:
         part = uuid.uuid4().hex[:16]
@@ -59,14 +61,17 @@ class SegmentSink:
         if mask is not None:
             dead = table.filter(pc.invert(mask))
             tallies.extend(self._write_dead(dead, part))
-        flush_times()  # the per-op times of this task's batches (see batch_exec.report_time)
+        flush_times()  # the per-op times of this task's batches (see op_timing.report_time)
         node, kind, reason, n = zip(*tallies)
         return pa.table([list(node), list(kind), list(reason), list(n)], schema=TALLY_SCHEMA)
 
     def _write_live(self, live: pa.Table, part: str) -> None:
         if self.writer is not None:
             if live.num_rows:
+                start = time.perf_counter()
                 self.writer.write_batch(live, self.writer_dest, part)
+                if self.timer is not None:
+                    report_time(self.timer, self.sink_id, time.perf_counter() - start, live.num_rows)
         elif self.output_dir is not None:
             write_parquet_atomic(live, self.output_dir / f"part-{part}.parquet")
 

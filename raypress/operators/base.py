@@ -64,6 +64,7 @@ class RunContext:
     emit: Callable[[dict[str, Any]], None] = field(default=lambda event: None)
     settings: dict[str, Any] = field(default_factory=dict)
     input_rows: int | None = None  # rows of the main Dataset input, when counted (global ops, stages)
+    timer: Any = None  # the run's OpTimer actor: readers report the time spent reading
 
     def shuffle_partitions(self, rows_per_partition: int = 100_000, cap: int = 200) -> int:
         """How many partitions a shuffle over the input deserves: each one costs a task and a file,

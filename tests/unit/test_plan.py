@@ -61,3 +61,18 @@ def test_model_stage_is_its_own_step(tmp_path):
     assert "branch" in plan.materialize["src"]
     kinds = [s if isinstance(s, str) else tuple(s.nodes) for s in plan.steps]
     assert kinds == [("src",), "clf", ("scored", "out")]
+
+
+def test_side_dataset_input_is_materialized_alone(tmp_path):
+    """attach_images reads its images whole: they are materialized first; the pages stream on."""
+    plan = plan_for(tmp_path, """\
+        nodes:
+          - {id: pages, op: read_warc, with: {paths: [a.warc.gz], content: html}}
+          - {id: images, op: read_warc, with: {paths: [a.warc.gz], content: images}}
+          - {id: extract, op: html_to_interleaved, input: pages}
+          - {id: attach, op: attach_images, input: {data: extract, images: images}}
+          - {id: out, op: write_parquet, input: attach, with: {path: out}}
+        """)
+    assert plan.materialize == {"images": "side input 'images' of 'attach'"}
+    segments = [s.nodes for s in plan.steps]
+    assert segments == [["images"], ["pages", "extract", "attach", "out"]]

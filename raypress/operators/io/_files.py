@@ -11,13 +11,18 @@ import glob
 import gzip
 import lzma
 import os
+import time
 from typing import IO, TYPE_CHECKING, Annotated, Any, Callable, Iterator
 
 import pyarrow as pa
 from pydantic import BeforeValidator
 
+from raypress.dag.op_timing import report_time
+
 if TYPE_CHECKING:  # pragma: no cover
     import ray.data
+
+    from raypress.operators.base import RunContext
 
 # Files are grouped into a few tasks per CPU: enough to balance uneven files, few enough that
 # task start-up does not dominate when there are many small files.
@@ -47,17 +52,33 @@ def expand_globs(patterns: list[str]) -> list[str]:
 
 
 def map_items(
-    items: list[dict[str, Any]], read_one: Callable[[dict[str, Any]], Iterator[pa.Table]]
+    items: list[dict[str, Any]], read_one: Callable[[dict[str, Any]], Iterator[pa.Table]],
+    ctx: "RunContext | None" = None,
 ) -> "ray.data.Dataset":
     """Lazily run ``read_one(item)`` on Ray workers, one item (a file) at a time; it yields tables.
 
-    ``items`` are small descriptors (paths, offsets), the only thing the driver handles."""
+    ``items`` are small descriptors (paths, offsets), the only thing the driver handles.  With a
+    ``ctx`` whose run has a timer, the time spent inside ``read_one`` is reported for the reader's
+    node: only that time, not the downstream ops Ray fuses into the same task (they run while the
+    generator is suspended)."""
     import ray
     import ray.data
 
+    timer, node = (ctx.timer, ctx.node_id) if ctx is not None and ctx.timer is not None else (None, "")
+
     def read_files(batch: pa.Table) -> Iterator[pa.Table]:  # the name Ray's progress bars show
         for item in batch.to_pylist():
-            yield from read_one(item)
+            if timer is None:
+                yield from read_one(item)
+                continue
+            tables = iter(read_one(item))
+            while True:
+                start = time.perf_counter()
+                table = next(tables, None)
+                report_time(timer, node, time.perf_counter() - start, 0 if table is None else table.num_rows)
+                if table is None:
+                    break
+                yield table
 
     cpus = int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else 1
     blocks = max(1, min(len(items), TASKS_PER_CPU * max(cpus, 1), MAX_FILE_BLOCKS))
@@ -65,11 +86,12 @@ def map_items(
     return ds.map_batches(read_files, batch_size=1, batch_format="pyarrow")
 
 
-def map_files(paths: list[str], read_one: Callable[[str, str], Iterator[pa.Table]]) -> "ray.data.Dataset":
+def map_files(paths: list[str], read_one: Callable[[str, str], Iterator[pa.Table]],
+              ctx: "RunContext | None" = None) -> "ray.data.Dataset":
     """``map_items`` over files: ``read_one(path, abs_path)`` gets the path as matched (for ids)
     and the absolute path (what a worker opens, whatever its working directory)."""
     items = [{"path": p, "abs_path": os.path.abspath(p)} for p in paths]
-    return map_items(items, lambda item: read_one(item["path"], item["abs_path"]))
+    return map_items(items, lambda item: read_one(item["path"], item["abs_path"]), ctx)
 
 
 def open_maybe_compressed(abs_path: str) -> IO[bytes]:

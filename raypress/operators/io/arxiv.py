@@ -108,6 +108,7 @@ class ReadArxiv(Reader):
             sources,
             partial(read_source, node=ctx.node_id, max_input_depth=p.max_input_depth, max_tex_chars=p.max_tex_chars,
                     max_source_bytes=p.max_source_bytes),
+            ctx=ctx,
         )
 
 

@@ -97,7 +97,7 @@ class ReadHfDataset(Reader):
         items = [{"file": f, "offset": s} for f, s in zip(files, starts)]
         p = self.params
         read_one = partial(read_arrow_file, source=source, node=ctx.node_id, columns=p.columns, id_key=p.id_key)
-        return map_items(items, read_one)
+        return map_items(items, read_one, ctx)
 
     def _load(self, ctx: RunContext) -> tuple["datasets.Dataset", str]:
         """The (memory-mapped) dataset on the driver, and the source name its ids start with."""

@@ -46,7 +46,7 @@ class ReadJsonl(Reader):
 
     def read(self, ctx: RunContext):
         files = expand_globs(self.params.paths)
-        return map_files(files, partial(read_jsonl_file, node=ctx.node_id, id_key=self.params.id_key))
+        return map_files(files, partial(read_jsonl_file, node=ctx.node_id, id_key=self.params.id_key), ctx=ctx)
 
 
 def read_jsonl_file(path: str, abs_path: str, node: str, id_key: str | None) -> Iterator[pa.Table]:

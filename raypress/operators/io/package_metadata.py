@@ -41,7 +41,7 @@ class ReadPackageMetadata(Reader):
 
     def read(self, ctx: RunContext):
         files = expand_globs(self.params.paths)
-        return map_files(files, partial(read_metadata_file, node=ctx.node_id))
+        return map_files(files, partial(read_metadata_file, node=ctx.node_id), ctx=ctx)
 
 
 def read_metadata_file(path: str, abs_path: str, node: str) -> Iterator[pa.Table]:

@@ -41,7 +41,7 @@ class ReadParquet(Reader):
     def read(self, ctx: RunContext):
         files = expand_globs(self.params.paths)
         p = self.params
-        return map_files(files, partial(read_parquet_file, node=ctx.node_id, columns=p.columns, id_key=p.id_key))
+        return map_files(files, partial(read_parquet_file, node=ctx.node_id, columns=p.columns, id_key=p.id_key), ctx=ctx)
 
 
 def read_parquet_file(

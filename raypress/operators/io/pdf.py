@@ -70,6 +70,7 @@ class ReadPdf(Reader):
             files,
             partial(read_pdf_file, node=ctx.node_id, max_file_bytes=self.params.max_file_bytes,
                     max_pages=self.params.max_pages),
+            ctx=ctx,
         )
 
 

@@ -39,7 +39,7 @@ class ReadTextFiles(Reader):
 
     def read(self, ctx: RunContext):
         files = expand_globs(self.params.paths)
-        return map_files(files, partial(read_text_file, node=ctx.node_id, encoding=self.params.encoding))
+        return map_files(files, partial(read_text_file, node=ctx.node_id, encoding=self.params.encoding), ctx=ctx)
 
 
 def read_text_file(path: str, abs_path: str, node: str, encoding: str) -> Iterator[pa.Table]:

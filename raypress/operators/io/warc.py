@@ -116,7 +116,7 @@ class ReadWarc(Reader):
         p = self.params
         return map_files(files, partial(read_warc_file, node=ctx.node_id, content=p.content,
                                         max_record_bytes=p.max_record_bytes, only_2xx=p.only_2xx,
-                                        max_decode_errors=p.max_decode_errors))
+                                        max_decode_errors=p.max_decode_errors), ctx=ctx)
 
 
 # -- rows -------------------------------------------------------------------------------------
