@@ -215,12 +215,15 @@ class Runner:
                              node_id=node.id, stats_only=node.stats_only, timer=self.timer)
         if node.op_cls.stateful:
             import ray
+            import ray.data
 
             max_actors = np_ or max(1, int(ray.cluster_resources().get("CPU", 1) // max(res.num_cpus, 1)))
             return ds.map_batches(StreamingOpRunner, fn_constructor_kwargs=runner_kwargs,
-                                  concurrency=(1, max_actors), **kwargs)
+                                  compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max_actors), **kwargs)
         if np_:
-            kwargs["concurrency"] = np_
+            import ray.data
+
+            kwargs["compute"] = ray.data.TaskPoolStrategy(size=np_)
         return ds.map_batches(StreamingOpRunner(**runner_kwargs), **kwargs)
 
     def _read_materialized(self, out_dir: Path, rows: int) -> DatasetArtifact:
