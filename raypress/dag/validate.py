@@ -239,7 +239,8 @@ def _check_columns(nodes, order, specs, spec) -> list[Problem]:
                                             f"(available: {', '.join(sorted(available))})", node=nid,
                                             key="text_key" if "text_key" in ns.params else None))
         if node.kind in (OpKind.MAPPER, OpKind.FILTER, OpKind.DEDUPLICATOR, OpKind.WRITER):
-            columns[nid] = None if (available is None or written is None) else available | set(written)
+            dropped = set(op.columns_dropped()) if op is not None else set()
+            columns[nid] = None if (available is None or written is None) else (available - dropped) | set(written)
         else:
             columns[nid] = None if written is None or node.op_cls.output != ArtifactType.DATASET else set(written)
     return problems

@@ -120,6 +120,11 @@ class Operator(ABC):
         """Columns this op adds (None: unknown until it runs, e.g. a jsonl reader)."""
         return self.writes
 
+    def columns_dropped(self) -> tuple[str, ...]:
+        """Input columns this op removes (e.g. raw HTML once it is parsed), so that validation
+        rejects a later node reading them."""
+        return ()
+
 
 class Reader(Operator):
     """Files/URIs -> a Dataset; every row gets a stable string ``id``."""

@@ -172,3 +172,19 @@ def test_validate_cli_exits_nonzero_and_prints_all(bad_file):
     assert proc.returncode == 2
     assert f"{bad_file}:{line_of(BAD, 'words_num_filtr')}" in proc.stderr
     assert f"{bad_file}:{line_of(BAD, 'max_lenn')}" in proc.stderr
+
+
+def test_a_column_dropped_upstream_cannot_be_read(tmp_path):
+    """html_to_interleaved drops the raw html (unless keep_html): a later read of it is an error."""
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "nodes:\n"
+        "  - {id: pages, op: read_warc, with: {paths: [a.warc.gz]}}\n"
+        "  - {id: extract, op: html_to_interleaved, input: pages}\n"
+        "  - {id: again, op: html_to_interleaved, input: extract}\n"
+    )
+    with pytest.raises(PipelineInvalid) as err:
+        load_pipeline(path)
+    assert "'again'" in str(err.value) and "reads column 'html'" in str(err.value)
+    path.write_text(path.read_text().replace("input: pages}", "input: pages, with: {keep_html: true}}"))
+    load_pipeline(path)

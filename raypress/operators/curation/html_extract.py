@@ -69,6 +69,9 @@ class HtmlToInterleaved(Mapper):
     def columns_read(self) -> tuple[str, ...]:
         return (self.params.html_key, self.params.url_key)
 
+    def columns_dropped(self) -> tuple[str, ...]:
+        return () if self.params.keep_html else (self.params.html_key,)
+
     def process_batch(self, table: pa.Table) -> pa.Table:
         p = self.params
         htmls = table.column(p.html_key).to_pylist()

@@ -939,6 +939,9 @@ class LatexToInterleaved(Mapper):
             default=False, description="keep the tex and files columns (the whole source) after extraction"
         )
 
+    def columns_dropped(self) -> tuple[str, ...]:
+        return () if self.params.keep_source else tuple(SOURCE_COLUMNS)
+
     def process_batch(self, table: pa.Table) -> pa.Table:
         p = self.params
         cols = {name: table.column(name).to_pylist() for name in self.reads}

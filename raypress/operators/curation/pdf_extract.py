@@ -329,6 +329,9 @@ class PdfToInterleaved(Mapper):
 
     reads = (ID_COL, "path", "pdf_bytes")
     writes = (*DOCUMENT_COLUMNS, PAGES_WITHOUT_TEXT)
+
+    def columns_dropped(self) -> tuple[str, ...]:
+        return ("pdf_bytes",)
     batch_size = 8  # a row holds a whole PDF (up to 50 MB) and its images
 
     class Params(Params):
