@@ -1,7 +1,7 @@
 """The MoE transformer's shape, shared by the model, its kernels' callers, serving and MoE-CAP.
 
 Field names follow Hugging Face's Mixtral config where one exists, so a ``config.json`` of a
-Mixtral or Qwen2-MoE checkpoint maps onto it with few renames (see ``from_hf_dict``), and the
+Mixtral or Qwen2-MoE checkpoint maps onto it with few renames (see ``moe_checkpoint.from_hf_dict``), and the
 MoE-CAP arithmetic (bytes and FLOPs per forward pass) can be computed from the config alone.
 """
 
