@@ -1,0 +1,1 @@
+"""MoE language model stages: training (`train_moe_lm`), serving and the MoE-CAP benchmark."""
