@@ -20,6 +20,7 @@ so the ledger adds up.  Request, metadata, warcinfo and revisit records are not 
 from __future__ import annotations
 
 import bisect
+from abc import ABC, abstractmethod
 import contextlib
 import hashlib
 import io
@@ -480,7 +481,7 @@ def _next_member(fh: IO[bytes], start: int) -> int | None:
 # -- streams ----------------------------------------------------------------------------------
 
 
-class _Stream:
+class _Stream(ABC):
     """What warcio reads: the (decompressed) bytes from a restart point, with a position."""
 
     problem: tuple[str, int, str] | None = None  # (reason, member offset, detail) of broken gzip data
@@ -501,8 +502,9 @@ class _Stream:
         self.pos += len(out)
         return out
 
+    @abstractmethod
     def _read(self, size: int) -> bytes:
-        raise NotImplementedError
+        """Up to ``size`` bytes of the (decompressed) stream, ``b""`` at its end."""
 
     def skip_to_header(self, start: int) -> bool:
         """Advance to the first WARC header line after position ``start``; False at the end."""
@@ -523,9 +525,9 @@ class _Stream:
                 return True
             tail = window[-16:]
 
+    @abstractmethod
     def locate(self, pos: int) -> tuple[int, int]:
         """(restart offset, bytes after it) of stream position ``pos``."""
-        raise NotImplementedError
 
     def member_of(self, pos: int) -> int:
         return self.locate(pos)[0]
