@@ -1,4 +1,4 @@
-"""`raypress run | submit | validate | plan | ops` — the command line over the pipeline engine."""
+"""`raypress run | submit | validate | plan | ops | analyze | serve` — the command line over the pipeline engine."""
 
 from __future__ import annotations
 
@@ -205,6 +205,65 @@ def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameter
         default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
         table.add_row(pname, escape(ann), escape(default), escape(field.description or ""))
     out.print(table)
+
+
+@app.command()
+def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config file (what `serve deploy` takes)"),
+          model: Optional[str] = typer.Option(None, "--model", help="a Model directory (ours or an HF Mixtral / "
+                                              "Qwen2-MoE checkpoint) to serve with the OpenAI-compatible API"),
+          host: str = typer.Option("127.0.0.1", "--host", help="interface to bind (0.0.0.0: every interface)"),
+          port: int = typer.Option(8000, "--port"),
+          model_name: Optional[str] = typer.Option(None, "--model-name", help="id clients send (default: dir name)"),
+          api_key_env: Optional[str] = typer.Option(None, "--api-key-env",
+                                                    help="environment variable with a bearer token to require"),
+          max_batch_size: int = typer.Option(16, "--max-batch-size", help="sequences decoding at once"),
+          max_len: Optional[int] = typer.Option(None, "--max-len", help="context per sequence"),
+          max_queue: int = typer.Option(64, "--max-queue", help="waiting requests before answering 503"),
+          num_cpus: float = typer.Option(1.0, "--num-cpus", help="CPUs for the replica"),
+          num_gpus: float = typer.Option(0.0, "--num-gpus", help="GPUs for the replica"),
+          address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded)")):
+    """Serve a model over HTTP until interrupted: `--model DIR`, or a Ray Serve CONFIG file."""
+    if (config is None) == (model is None):
+        console.print("give either a Serve CONFIG file or --model DIR (not both)")
+        raise typer.Exit(2)
+    from pydantic import ValidationError
+
+    from raypress.dag.ray_session import ensure_ray
+    from raypress.serving.launch import ServeConfigError, deploy_config, load_serve_config, wait_until_interrupted
+    from raypress.serving.llm_deployment import LLMAppArgs, deploy_llm
+
+    try:
+        if config is not None:
+            load_serve_config(config)  # fail on a bad file before starting Ray
+        else:
+            args = LLMAppArgs(model=model, model_name=model_name, api_key_env=api_key_env,
+                              max_batch_size=max_batch_size, max_len=max_len, max_queue=max_queue,
+                              num_cpus=num_cpus, num_gpus=num_gpus)
+            args.resolved_key()
+    except (ServeConfigError, ValueError) as exc:
+        message = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
+            if isinstance(exc, ValidationError) else str(exc)
+        console.print(f"error: {message}", markup=False)
+        raise typer.Exit(2)
+    ensure_ray(address)
+    from ray import serve as ray_serve
+
+    try:
+        if config is not None:
+            urls = deploy_config(config, on_status=lambda s: console.print(f"deploying: {s}", markup=False))
+        else:
+            urls = {"llm": deploy_llm(args, host=host, port=port)}
+    except (RuntimeError, TimeoutError) as exc:
+        console.print(f"error: {exc}", markup=False)
+        ray_serve.shutdown()
+        raise typer.Exit(1)
+    for name, url in urls.items():
+        out.print(f"serving {name} at {url}  (OpenAI API: {url}/v1; Ctrl-C stops)", markup=False)
+    try:
+        wait_until_interrupted()
+    finally:
+        out.print("shutting down")
+        ray_serve.shutdown()
 
 
 def main() -> None:

@@ -52,6 +52,7 @@ class Runner:
         self.hashes = config_hashes(vp)
         self.ledger = Ledger()
         self.artifacts: dict[str, Artifact] = {}
+        self.cleanups: list[Callable[[], None]] = []
         root = str(self.store.root)
         for node in vp.nodes.values():  # `{run_dir}` in a parameter expands to the run directory
             node.params = node.op_cls.Params.model_validate(expand_run_dir(node.params.model_dump(), root))
@@ -64,7 +65,8 @@ class Runner:
 
     def ctx(self, nid: str) -> RunContext:
         return RunContext(run_dir=str(self.store.root), node_id=nid, seed=int(self.settings.get("seed", 0)),
-                          emit=self.emit, settings=dict(self.settings), timer=getattr(self, "timer", None))
+                          emit=self.emit, settings=dict(self.settings), timer=getattr(self, "timer", None),
+                          cleanups=self.cleanups)
 
     # -- the run --------------------------------------------------------------
     def run(self) -> Ledger:
@@ -86,6 +88,7 @@ class Runner:
                 else:
                     self._run_artifact_step(step)
         except Exception as exc:
+            self._cleanup()
             self._finish_ledger()
             import traceback
 
@@ -93,10 +96,20 @@ class Runner:
                        "traceback": traceback.format_exc(limit=8),
                        "seconds": round(time.perf_counter() - start, 3)})
             raise
+        self._cleanup()
         self._finish_ledger()
         self.emit({"event": "run_finished", "seconds": round(time.perf_counter() - start, 3),
                    "adds_up": not self.ledger.problems})
         return self.ledger
+
+    def _cleanup(self) -> None:
+        """What nodes deferred to the end of the run (last first); a failing one is reported, not raised."""
+        while self.cleanups:
+            cleanup = self.cleanups.pop()
+            try:
+                cleanup()
+            except Exception as exc:  # noqa: BLE001 - the run's own outcome matters more
+                self.emit({"event": "cleanup_failed", "error": f"{type(exc).__name__}: {exc}"})
 
     def _finish_ledger(self) -> None:
         inputs_of = {nid: n.slots.get("data", []) for nid, n in self.vp.nodes.items()}
@@ -247,7 +260,7 @@ class Runner:
     # -- stages making a Model / Report ------------------------------------------
     def _run_artifact_step(self, nid: str) -> None:
         node = self.vp.nodes[nid]
-        if self._resume(nid, [nid]):
+        if node.op_cls.resumable and self._resume(nid, [nid]):
             return
         self.store.clear_outputs(nid)
         self.emit({"event": "node_started", "node": nid, "op": node.op_cls.name})

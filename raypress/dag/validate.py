@@ -135,7 +135,7 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
                                             f"needs a {want.value}", node=node.id, key=f"input.{slot}"))
                     continue
                 producer.consumers.append(node.id)
-        missing_slots = [s for s in declared if s not in node.slots]
+        missing_slots = [s for s in declared if s not in node.slots and s not in node.op_cls.optional_inputs]
         if node.slots and missing_slots:
             problems.append(Problem(f, in_line, f"missing input slot(s) {missing_slots}; this op reads "
                                     f"{_slots_text(declared)}", node=node.id, key="input"))

@@ -65,6 +65,7 @@ class RunContext:
     settings: dict[str, Any] = field(default_factory=dict)
     input_rows: int | None = None  # rows of the main Dataset input, when counted (global ops, stages)
     timer: Any = None  # the run's OpTimer actor: readers report the time spent reading
+    cleanups: list[Callable[[], None]] = field(default_factory=list)  # shared by the run's nodes
 
     def shuffle_partitions(self, rows_per_partition: int = 100_000, cap: int = 200) -> int:
         """How many partitions a shuffle over the input deserves: each one costs a task and a file,
@@ -76,6 +77,11 @@ class RunContext:
     def event(self, kind: str, **fields: Any) -> None:
         """Report progress (steps, loss, tokens/s) into the run's ``events.jsonl``."""
         self.emit({"event": kind, "node": self.node_id, **fields})
+
+    def defer(self, cleanup: Callable[[], None]) -> None:
+        """Run ``cleanup`` when the whole run ends (also on failure), e.g. take down an endpoint
+        that later nodes used."""
+        self.cleanups.append(cleanup)
 
     def path(self, *parts: str) -> Path:
         p = Path(self.run_dir).joinpath(*parts)
@@ -93,8 +99,10 @@ class Operator(ABC):
     writes: ClassVar[tuple[str, ...]] = ()
     resources: ClassVar[Resources] = Resources()
     stateful: ClassVar[bool] = False  # True: loads something heavy once -> runs in an actor pool
+    resumable: ClassVar[bool] = True  # False: a rerun never reuses the last output (e.g. a live endpoint)
     batch_size: ClassVar[int | None] = 1024
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
+    optional_inputs: ClassVar[frozenset[str]] = frozenset()  # slots of ``inputs`` a pipeline may leave out
     output: ClassVar[ArtifactType] = ArtifactType.DATASET
 
     def __init__(self, params: Params, artifacts: dict[str, "Artifact"] | None = None):

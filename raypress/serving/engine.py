@@ -130,6 +130,8 @@ class StepRecord:
     ``batch_size``: sequences in the decode forward. ``*_experts``: distinct experts activated by
     the whole batch in each layer of that forward (empty when the forward did not run).
     ``decode_context_tokens``: cached tokens the decode forward attended over (KV-cache reads).
+    ``prefill_lengths`` / ``decode_contexts``: per sequence, the prompt length prefilled and the
+    tokens already cached before its decode token (what MoE-CAP's attention FLOPs need exactly).
     """
 
     step: int
@@ -147,6 +149,8 @@ class StepRecord:
     running: int  # sequences holding a KV slot after the step
     prefill_experts: list[int]
     decode_experts: list[int]
+    prefill_lengths: list[int]
+    decode_contexts: list[int]
 
 
 class EngineStats:
@@ -547,6 +551,12 @@ class Engine:
 
     # ---- the step loop ------------------------------------------------------------------------
 
+    @property
+    def is_running(self) -> bool:
+        """The step loop's thread is alive (what a health check asks)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
     def start(self) -> None:
         """Run steps on a background thread until ``stop()`` (idempotent)."""
         with self._cond:
@@ -618,7 +628,7 @@ class Engine:
         decode_start = time.monotonic()
         batch = list(self._running)
         decode_experts: list[int] = []
-        context_tokens = sum(s.prompt_len + len(s.output_ids) for s in batch)
+        decode_contexts = [s.prompt_len + len(s.output_ids) - 1 for s in batch]  # cached before this token
         if batch:
             logits = self._forward_or_fail(batch, self._decode)
             if logits is not None:
@@ -634,7 +644,7 @@ class Engine:
             prefill_tokens=prefill_tokens,
             prefill_seconds=decode_start - prefill_start,
             batch_size=len(batch),
-            decode_context_tokens=context_tokens,
+            decode_context_tokens=sum(decode_contexts) + len(batch),
             decode_seconds=now - decode_start,
             new_tokens=new_tokens,
             finished=finished,
@@ -642,6 +652,8 @@ class Engine:
             running=len(self._running),
             prefill_experts=prefill_experts,
             decode_experts=decode_experts,
+            prefill_lengths=[s.prompt_len for s in admitted],
+            decode_contexts=decode_contexts,
         )
         self._step_no += 1
         self.stats.add_step(record)

@@ -11,6 +11,7 @@ import asyncio
 import pytest
 import torch
 
+from moe_fixtures import tiny_config
 from raypress.models.moe import MoEForCausalLM
 from raypress.models.moe_config import MoEConfig
 from raypress.serving.engine import (
@@ -25,19 +26,7 @@ from raypress.serving.engine import (
 )
 from raypress.serving.sampling import SamplingParams
 
-CONFIG = MoEConfig(
-    vocab_size=96,
-    hidden_size=32,
-    intermediate_size=48,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    num_local_experts=4,
-    num_experts_per_tok=2,
-    rope_theta=10000.0,
-    initializer_range=0.1,  # sharper logits than 0.02: greedy choices are not near-ties
-    max_position_embeddings=256,
-)
+CONFIG = tiny_config(vocab_size=96, eos_token_id=None)
 EOS = 95
 PROMPTS = [
     "Hello world",

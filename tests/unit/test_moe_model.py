@@ -8,22 +8,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from moe_fixtures import tiny_config
 from raypress.models.kv_cache import KVCache
 from raypress.models.moe import MoEForCausalLM, default_expert_fn, load_balancing_loss, route, sorted_moe
 from raypress.models.moe_config import MoEConfig
 
-MIXTRAL_LIKE = MoEConfig(
-    vocab_size=96,
-    hidden_size=32,
-    intermediate_size=48,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    num_local_experts=4,
-    num_experts_per_tok=2,
-    rope_theta=10000.0,
-    initializer_range=0.1,
-)
+MIXTRAL_LIKE = tiny_config(vocab_size=96, eos_token_id=None, max_position_embeddings=4096)
 QWEN_LIKE = MoEConfig(
     **{
         **MIXTRAL_LIKE.to_dict(),

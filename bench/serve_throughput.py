@@ -1,0 +1,159 @@
+"""Serving throughput with continuous batching: tokens/s at concurrency 1, 8 and 32 over HTTP.
+
+The same requests (``--requests`` prompts, each generating exactly ``--max-tokens`` tokens:
+``ignore_eos``) are sent to the OpenAI-compatible server with at most C in flight. Concurrency 1
+is the baseline, measured in the same run: the server handling the requests one at a time.
+Each other level prints its speedup over it (target: >= 4x at 32). A continuous-batching engine
+wins because one decode forward reads the weights once for the whole batch.
+
+    .venv/bin/python bench/serve_throughput.py                    # Ray Serve, a random MoE
+    .venv/bin/python bench/serve_throughput.py --backend uvicorn  # same app without Ray
+    .venv/bin/python bench/serve_throughput.py --model runs/moe-train-serve/.../models/model
+
+Without ``--model`` a random-weight Mixtral-style model is written to a temporary directory
+(hidden 256, 4 layers, 8 experts top-2, its tokenizer trained on this file's text): tokens/s
+does not depend on the weights' values, and greedy decoding with ``ignore_eos`` fixes the work.
+The last line is ``ratio N.NN``: the speedup at the highest concurrency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def make_model(path: Path, hidden: int, layers: int, experts: int) -> Path:
+    """A random MoE + a BPE trained on real text (this repository's README and docstrings)."""
+    import torch
+
+    from raypress.artifacts import ModelArtifact
+    from raypress.models.bpe_tokenizer import train_bpe_tokenizer
+    from raypress.models.moe import MoEForCausalLM
+    from raypress.models.moe_checkpoint import save_moe
+    from raypress.models.moe_config import MoEConfig
+
+    texts = [p.read_text() for p in sorted(REPO.glob("raypress/**/*.py"))] + [(REPO / "README.md").read_text()]
+    tokenizer = train_bpe_tokenizer(texts, vocab_size=2048)
+    config = MoEConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+                       num_hidden_layers=layers, num_attention_heads=max(1, hidden // 32),
+                       num_key_value_heads=max(1, hidden // 128), num_local_experts=experts,
+                       num_experts_per_tok=2, max_position_embeddings=512, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(0)
+    save_moe(MoEForCausalLM(config).eval(), path)
+    tokenizer.save(path)
+    ModelArtifact(str(path), config={"kind": "moe_lm", "model": config.to_dict()}).save_manifest()
+    return path
+
+
+def prompts(n: int) -> list[str]:
+    lines = [line.strip() for line in (REPO / "README.md").read_text().splitlines() if len(line.split()) >= 6]
+    return [lines[i % len(lines)][:200] for i in range(n)]
+
+
+async def run_level(url: str, model: str, texts: list[str], concurrency: int, max_tokens: int) -> tuple[float, int]:
+    """(wall seconds, completion tokens) for every prompt with at most ``concurrency`` in flight."""
+    gate = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency + 4)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+
+        async def one(prompt: str) -> int:
+            async with gate:
+                response = await client.post(f"{url}/v1/completions", json={
+                    "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                    "ignore_eos": True})
+                response.raise_for_status()
+                return int(response.json()["usage"]["completion_tokens"])
+
+        start = time.perf_counter()
+        tokens = await asyncio.gather(*(one(p) for p in texts))
+        return time.perf_counter() - start, sum(tokens)
+
+
+def start_server(backend: str, model_dir: Path, max_batch: int, threads: int):
+    """(base URL, stop function) for the app under Ray Serve or plain uvicorn."""
+    if backend == "serve":
+        import ray
+        from ray import serve
+
+        from raypress.serving.llm_deployment import deploy_llm
+        from raypress.serving.uvicorn_thread import free_port
+
+        ray.init(num_cpus=max(2, threads), include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        url = deploy_llm({"model": str(model_dir), "model_name": "bench", "max_batch_size": max_batch,
+                          "max_queue": 256, "num_cpus": threads}, port=free_port())
+
+        def stop() -> None:
+            serve.shutdown()
+            ray.shutdown()
+
+        return url, stop
+    import torch
+
+    from raypress.serving.engine import Engine
+    from raypress.serving.openai_app import create_app
+    from raypress.serving.uvicorn_thread import serve_in_thread
+
+    torch.set_num_threads(threads)
+    engine = Engine.from_pretrained(model_dir, max_batch_size=max_batch, max_queue=256)
+    server = serve_in_thread(create_app(engine, "bench"))
+
+    def stop_uvicorn() -> None:
+        server.stop()
+        engine.stop()
+
+    return server.url, stop_uvicorn
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=["serve", "uvicorn"], default="serve")
+    parser.add_argument("--model", type=Path, help="a Model directory (default: a random MoE)")
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--threads", type=int, default=1, help="torch threads in the server")
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--experts", type=int, default=8)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    if args.concurrency[0] != 1:
+        parser.error("the first concurrency level must be 1: it is the one-at-a-time baseline")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = args.model or make_model(Path(tmp) / "model", args.hidden, args.layers, args.experts)
+        url, stop = start_server(args.backend, model_dir, max(args.concurrency), args.threads)
+        try:
+            texts = prompts(args.requests)
+            asyncio.run(run_level(url, "bench", texts[:4], 4, 4))  # warm-up: first-call costs out of the way
+            print(f"backend={args.backend} model={model_dir if args.model else 'random MoE'} "
+                  f"requests={args.requests} max_tokens={args.max_tokens} threads={args.threads}")
+            results = []
+            for concurrency in args.concurrency:
+                seconds, tokens = asyncio.run(run_level(url, "bench", texts, concurrency, args.max_tokens))
+                results.append({"concurrency": concurrency, "seconds": seconds, "tokens": tokens,
+                                "tokens_per_s": tokens / seconds})
+        finally:
+            stop()
+    base = results[0]["tokens_per_s"]
+    for r in results:
+        r["speedup"] = r["tokens_per_s"] / base
+        print(f"concurrency {r['concurrency']:>3}: {r['tokens_per_s']:8.1f} tok/s  {r['tokens']} tokens in "
+              f"{r['seconds']:.2f} s  vs one at a time {base:.1f} tok/s  {r['speedup']:.1f}x")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    print(f"ratio {results[-1]['speedup']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+"""The OpenAI-compatible HTTP API over an ``Engine``, as a plain FastAPI app.
+
+Why plain FastAPI and not routes on the Serve class: the same app runs inside the Ray Serve
+replica (``llm_deployment.py`` builds it there) and under uvicorn in tests and benchmarks that
+must not need Ray. Routes:
+
+- ``POST /v1/completions``, ``POST /v1/chat/completions``: non-streaming JSON or server-sent
+  events (``data: {chunk}`` ... ``data: [DONE]``); ``n`` > 1 and several prompts run as separate
+  engine requests batched together.
+- ``GET /v1/models``, ``GET /health`` (no token needed: for probes).
+- ``GET /raypress/v1/engine`` and ``GET /raypress/v1/steps?after=K``: the model config and the
+  engine's per-step records (batch, latencies, distinct experts), which the MoE-CAP benchmark
+  turns into S-MBU / S-MFU of the live server.
+
+Errors use OpenAI's body (``{"error": {message, type, param, code}}``): 400 for invalid requests
+(schema, malformed JSON, a prompt that does not fit the context), 401 without the bearer token,
+404 for an unknown model or route, 503 when the engine's queue is full, 500 if a forward fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from raypress.serving import openai_protocol as oa
+from raypress.serving.engine import (
+    Completion,
+    Engine,
+    EngineStopped,
+    GenerationEvent,
+    PromptTooLong,
+    QueueFull,
+    RequestFailed,
+    RequestHandle,
+)
+from raypress.serving.sampling import SamplingParams
+
+log = logging.getLogger(__name__)
+OPEN_PATHS = frozenset({"/health", "/docs", "/openapi.json"})
+
+
+class APIError(Exception):
+    """An error answered with an OpenAI error body."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+
+    def response(self) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        return JSONResponse(oa.error_body(self.message, self.type, self.param, self.code), self.status, headers)
+
+
+def _validation_error(exc: RequestValidationError) -> APIError:
+    """pydantic's error list -> one readable 400 naming the first bad field."""
+    errors = exc.errors()
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    if first.get("type") == "json_invalid":
+        return APIError(400, f"the request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}")
+    param = ".".join(loc) or None
+    where = f"{param}: " if param else ""
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return APIError(400, f"{where}{first['msg']}{more}", param=param)
+
+
+def _sse(payload: dict[str, Any] | str) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"data: {data}\n\n"
+
+
+class OpenAIServer:
+    """Turns validated requests into engine requests and engine events into OpenAI responses."""
+
+    def __init__(self, engine: Engine, model_name: str) -> None:
+        self.engine = engine
+        self.model_name = model_name
+
+    # ---- checks and submission ------------------------------------------------------------------
+
+    def check_model(self, model: str) -> None:
+        if model != self.model_name:
+            raise APIError(404, f"the model {model!r} does not exist; this server serves {self.model_name!r}",
+                           param="model", code="model_not_found")
+
+    def encode(self, prompt: str | list[int], special_tokens: bool = True) -> list[int]:
+        if isinstance(prompt, list):
+            return prompt
+        tokenizer = self.engine.tokenizer
+        try:
+            encoded = tokenizer.encode(prompt, add_special_tokens=special_tokens)  # type: ignore[call-arg]
+        except TypeError:  # a tokenizer without the keyword
+            encoded = tokenizer.encode(prompt)
+        return list(getattr(encoded, "ids", encoded))
+
+    def budget(self, prompt_ids: list[int], max_tokens: int | None, param: str) -> int:
+        """Completion tokens this prompt may ask for; 400 when it cannot fit the context."""
+        context = self.engine.max_len
+        room = context - len(prompt_ids)
+        if room < 1:
+            raise APIError(400, f"the prompt has {len(prompt_ids)} tokens but the context holds {context} "
+                           "(prompt + completion); shorten it", param=param, code="context_length_exceeded")
+        if max_tokens is None:
+            return room
+        if max_tokens > room:
+            raise APIError(400, f"this model's context is {context} tokens; you asked for {len(prompt_ids)} "
+                           f"prompt + {max_tokens} completion tokens", param="max_tokens",
+                           code="context_length_exceeded")
+        return max_tokens
+
+    def submit(self, jobs: Sequence[tuple[list[int], SamplingParams]], rid: str) -> list[RequestHandle]:
+        """Queue every choice or none (one full queue cancels those already queued)."""
+        self.engine.start()
+        handles: list[RequestHandle] = []
+        try:
+            for index, (ids, params) in enumerate(jobs):
+                handles.append(self.engine.add_request(ids, params, request_id=f"{rid}-{index}"))
+        except BaseException as error:
+            for handle in handles:
+                handle.cancel()
+            raise _engine_error(error, "prompt") from error
+        return handles
+
+    # ---- endpoints ------------------------------------------------------------------------------
+
+    async def completions(self, request: oa.CompletionRequest) -> Any:
+        self.check_model(request.model)
+        prompts = request.prompts()
+        jobs = []
+        prompt_tokens = 0
+        for prompt in prompts:
+            ids = self.encode(prompt)
+            if not ids:
+                raise APIError(400, "the prompt is empty", param="prompt")
+            max_tokens = self.budget(ids, request.max_tokens, "prompt")
+            prompt_tokens += len(ids) * request.n
+            jobs += [(ids, request.sampling(max_tokens, k)) for k in range(request.n)]
+        rid = oa.new_id("cmpl")
+        handles = self.submit(jobs, rid)
+        if request.stream:
+            return _stream(self._completion_events(handles, rid, prompt_tokens, request.include_usage))
+        done = await _gather(handles)
+        choices = [oa.completion_choice(i, c.text, c.finish_reason) for i, c in enumerate(done)]
+        return oa.completion_body(rid, self.model_name, choices, _usage(prompt_tokens, done))
+
+    async def chat(self, request: oa.ChatCompletionRequest) -> Any:
+        self.check_model(request.model)
+        apply = getattr(self.engine.tokenizer, "apply_chat_template", None)
+        if apply is None:
+            raise APIError(400, "this model's tokenizer has no chat template; use /v1/completions", param="messages")
+        try:
+            text = apply(request.chat_messages(), add_generation_prompt=True)
+        except Exception as error:  # jinja raises on a template's own checks (e.g. role order)
+            raise APIError(400, f"the messages do not fit the chat template: {error}", param="messages") from error
+        ids = self.encode(text, special_tokens=False)
+        max_tokens = self.budget(ids, request.completion_limit, "messages")
+        rid = oa.new_id("chatcmpl")
+        handles = self.submit([(ids, request.sampling(max_tokens, k)) for k in range(request.n)], rid)
+        prompt_tokens = len(ids) * request.n
+        if request.stream:
+            return _stream(self._chat_events(handles, rid, prompt_tokens, request.include_usage))
+        done = await _gather(handles)
+        choices = [oa.chat_choice(i, c.text, c.finish_reason) for i, c in enumerate(done)]
+        return oa.chat_body(rid, self.model_name, choices, _usage(prompt_tokens, done))
+
+    # ---- streams --------------------------------------------------------------------------------
+
+    async def _completion_events(self, handles: list[RequestHandle], rid: str, prompt_tokens: int,
+                                 include_usage: bool) -> AsyncIterator[str]:
+        completion_tokens = 0
+        async for index, event in _merged(handles):
+            if event.finish_reason is None and not event.text:
+                continue  # text held back (a possible stop string, half a character)
+            completion_tokens += event.usage.completion_tokens if event.usage else 0
+            choice = oa.completion_choice(index, event.text, event.finish_reason)
+            yield _sse(oa.completion_chunk(rid, self.model_name, [choice]))
+        if include_usage:
+            yield _sse(oa.completion_chunk(rid, self.model_name, [], oa.usage_body(prompt_tokens, completion_tokens)))
+
+    async def _chat_events(self, handles: list[RequestHandle], rid: str, prompt_tokens: int,
+                           include_usage: bool) -> AsyncIterator[str]:
+        for index in range(len(handles)):
+            yield _sse(oa.chat_chunk(rid, self.model_name, [oa.chat_delta(index, {"role": "assistant", "content": ""})]))
+        completion_tokens = 0
+        async for index, event in _merged(handles):
+            if event.text:
+                yield _sse(oa.chat_chunk(rid, self.model_name, [oa.chat_delta(index, {"content": event.text})]))
+            if event.finish_reason is not None:
+                completion_tokens += event.usage.completion_tokens if event.usage else 0
+                yield _sse(oa.chat_chunk(rid, self.model_name, [oa.chat_delta(index, {}, event.finish_reason)]))
+        if include_usage:
+            yield _sse(oa.chat_chunk(rid, self.model_name, [], oa.usage_body(prompt_tokens, completion_tokens)))
+
+    # ---- raypress extensions ----------------------------------------------------------------------
+
+    def engine_info(self) -> dict[str, Any]:
+        engine = self.engine
+        weight = next(engine.model.parameters())
+        return {"model": self.model_name, "config": engine.model.config.to_dict(),
+                "dtype": str(weight.dtype).removeprefix("torch."), "device": str(weight.device),
+                "max_batch_size": engine.max_batch_size, "max_len": engine.max_len, "max_queue": engine.max_queue,
+                "running": engine.num_running, "waiting": engine.num_waiting,
+                "tokens_per_second": engine.stats.tokens_per_second(), "total_steps": engine.stats.total_steps}
+
+    def steps(self, after: int) -> dict[str, Any]:
+        records = [asdict(r) for r in self.engine.stats.steps if r.step > after]
+        return {"steps": records, "last": records[-1]["step"] if records else after}
+
+
+def _engine_error(error: BaseException, param: str) -> BaseException:
+    if isinstance(error, QueueFull):
+        return APIError(503, f"the server is busy: {error}; retry later", "server_overloaded")
+    if isinstance(error, EngineStopped):
+        return APIError(503, f"the server is shutting down: {error}", "server_unavailable")
+    if isinstance(error, PromptTooLong):
+        return APIError(400, str(error), param=param, code="context_length_exceeded")
+    if isinstance(error, ValueError):  # empty prompt, token ids outside the vocabulary
+        return APIError(400, str(error), param=param)
+    return error
+
+
+async def _gather(handles: list[RequestHandle]) -> list[Completion]:
+    """Every choice's completion; leaving early (client gone) cancels them all."""
+    try:
+        return list(await asyncio.gather(*(h.aresult() for h in handles)))
+    except RequestFailed as error:
+        raise APIError(500, f"generation failed: {error}", "server_error") from error
+    except EngineStopped as error:
+        raise APIError(503, f"the server is shutting down: {error}", "server_unavailable") from error
+    finally:
+        for handle in handles:
+            handle.cancel()
+
+
+async def _merged(handles: list[RequestHandle]) -> AsyncIterator[tuple[int, GenerationEvent]]:
+    """Events of several requests as they come, tagged with the choice index."""
+    if len(handles) == 1:
+        try:
+            async for event in handles[0]:
+                yield 0, event
+        finally:
+            handles[0].cancel()
+        return
+    queue: asyncio.Queue[tuple[int, GenerationEvent | BaseException | None]] = asyncio.Queue()
+
+    async def pump(index: int, handle: RequestHandle) -> None:
+        try:
+            async for event in handle:
+                queue.put_nowait((index, event))
+        except Exception as error:  # re-raised in the consumer
+            queue.put_nowait((index, error))
+        finally:
+            queue.put_nowait((index, None))
+
+    tasks = [asyncio.create_task(pump(i, h)) for i, h in enumerate(handles)]
+    open_ = len(handles)
+    try:
+        while open_:
+            index, item = await queue.get()
+            if item is None:
+                open_ -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield index, item
+    finally:
+        for task in tasks:
+            task.cancel()
+        for handle in handles:
+            handle.cancel()
+
+
+def _usage(prompt_tokens: int, done: list[Completion]) -> dict[str, int]:
+    return oa.usage_body(prompt_tokens, sum(c.usage.completion_tokens for c in done))
+
+
+def _stream(events: AsyncIterator[str]) -> StreamingResponse:
+    async def body() -> AsyncIterator[str]:
+        try:
+            async for chunk in events:
+                yield chunk
+        except (APIError, RequestFailed, EngineStopped) as error:  # headers are sent: report in-band
+            message = error.message if isinstance(error, APIError) else str(error)
+            yield _sse(oa.error_body(message, "server_error"))
+        yield _sse("[DONE]")
+
+    return StreamingResponse(body(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def create_app(engine: Engine, model_name: str, api_key: str | None = None) -> FastAPI:
+    """The API over ``engine`` (started on first use); ``api_key``: require ``Authorization: Bearer``."""
+    server = OpenAIServer(engine, model_name)
+    app = FastAPI(title="raypress LLM", version="1")
+    app.state.server = server
+
+    @app.middleware("http")
+    async def bearer_token(request: Request, call_next: Any) -> Any:
+        if api_key is not None and request.url.path not in OPEN_PATHS:
+            header = request.headers.get("authorization", "")
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+                return APIError(401, "a valid API key is required (Authorization: Bearer <key>)",
+                                "authentication_error", code="invalid_api_key").response()
+        return await call_next(request)
+
+    @app.exception_handler(APIError)
+    async def api_error(_: Request, exc: APIError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation_error(exc).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = "not_found" if exc.status_code == 404 else None
+        return APIError(exc.status_code, str(exc.detail), code=code).response()
+
+    @app.post("/v1/completions")
+    async def completions(request: oa.CompletionRequest) -> Any:
+        return await server.completions(request)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: oa.ChatCompletionRequest) -> Any:
+        return await server.chat(request)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
+                                            "owned_by": "raypress", "max_model_len": engine.max_len}]}
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        ok = engine.is_running
+        return JSONResponse({"status": "ok" if ok else "engine stopped", "model": model_name,
+                             "running": engine.num_running, "waiting": engine.num_waiting}, 200 if ok else 503)
+
+    @app.get("/raypress/v1/engine")
+    async def engine_info() -> dict[str, Any]:
+        return server.engine_info()
+
+    @app.get("/raypress/v1/steps")
+    async def steps(after: int = Query(-1, description="only steps numbered above this")) -> dict[str, Any]:
+        return server.steps(after)
+
+    engine.start()
+    return app

@@ -1,0 +1,211 @@
+"""The `moe_cap_benchmark` stage without Ray: input checks, SSE parsing, step bookkeeping, and whole
+benchmarks of a tiny random MoE in-process and over HTTP (the OpenAI app under uvicorn).
+
+The strongest check is conservation of tokens per level: every completion token comes from either
+a prefill (a request's first token) or a decode pass, so the step records a level reads must hold
+exactly one prefilled sequence per request and ``completion_tokens - requests`` decode tokens; a
+step leaking in from the warm-up or another level breaks the equality.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from raypress.artifacts import DatasetArtifact, ModelArtifact, ReportArtifact
+from raypress.models.cap_metrics import exact_match, normalise_answer
+from raypress.models.moe_cap import cost_per_million_tokens
+from raypress.operators.base import RunContext
+from raypress.operators.moe.cap_benchmark import (
+    CapBenchmarkParams,
+    HttpTarget,
+    InProcessTarget,
+    MoECapBenchmark,
+    StepCollector,
+    _sse_data,
+)
+from moe_fixtures import save_tiny_model_dir  # tests/ is on sys.path (its conftest.py)
+
+pytestmark = pytest.mark.timeout(120)
+PROMPTS = ["The quick brown fox", "question: 2 + 2 = answer:", "Mixture-of-experts layers", "Continuous"]
+MAX_TOKENS = 6
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_model_dir(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="module")
+def rows(model_dir: Path) -> list[dict[str, Any]]:
+    """Answers: row 0's is the model's own greedy completion (a hit), the others cannot match."""
+    from raypress.serving.engine import Engine
+    from raypress.serving.sampling import SamplingParams
+
+    engine = Engine.from_pretrained(model_dir)
+    params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0)
+    handles = [engine.add_request(p, params) for p in PROMPTS]
+    while any(not h.finished for h in handles):
+        engine.step()
+    predictions = [h.result().text for h in handles]
+    answers = [normalise_answer(predictions[0])] + ["\u00a7 never \u00a7"] * (len(PROMPTS) - 1)
+    return [{"prompt": p, "answer": a, "greedy": t} for p, a, t in zip(PROMPTS, answers, predictions)]
+
+
+def _stage(**params: Any) -> MoECapBenchmark:
+    return MoECapBenchmark(CapBenchmarkParams(**{"concurrency": [1, 3], "max_tokens": MAX_TOKENS, **params}))
+
+
+def _ctx(tmp_path: Path, events: list[dict[str, Any]]) -> RunContext:
+    return RunContext(run_dir=str(tmp_path), node_id="cap", emit=events.append)
+
+
+def _check_report(report: ReportArtifact, rows: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    on_disk = json.loads(Path(report.path).read_text())
+    assert on_disk["levels"] == json.loads(json.dumps(report.metrics["levels"]))
+    assert Path(report.path) == Path(report.metrics["radar"]).parent / "report.json"
+    assert Path(report.metrics["radar"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    expected_correct = sum(exact_match(r["greedy"], r["answer"]) for r in rows)
+    assert expected_correct >= 1
+    hw = report.metrics["hardware"]
+    assert hw["measured"] and hw["dtype"] == "float32" and hw["sources"]["peak_bandwidth"]
+    assert [lv["system"] for lv in report.metrics["levels"]] == ["c=1", "c=3"]
+    for level in report.metrics["levels"]:
+        n = len(rows)
+        assert level["requests"] == n and level["errors"] == 0
+        assert level["correct"] == expected_correct and level["accuracy"] == pytest.approx(expected_correct / n)
+        tokens = level["completion_tokens"]
+        assert n <= tokens <= n * MAX_TOKENS
+        prefill, decode = level["prefill"], level["decode"]
+        assert prefill["passes"] >= 1 and decode["passes"] >= 1 and level["missed_steps"] == 0
+        assert prefill["mean_batch_size"] * prefill["passes"] == pytest.approx(n)  # each prompt prefilled once
+        assert decode["tokens"] == tokens - n  # the rest of the tokens came from decode passes
+        assert prefill["tokens"] == level["prompt_tokens"]
+        for phase in (prefill, decode):
+            assert phase["s_mbu"] > 0 and phase["s_mfu"] > 0 and phase["s_mbu_median"] > 0
+        assert level["throughput_tokens_per_s"] == pytest.approx(tokens / level["wall_seconds"])
+        assert level["ttft_s"]["n"] == n and 0 < level["ttft_s"]["p50"] <= level["e2e_s"]["p50"]
+        assert level["cost_usd_per_mtok"] == pytest.approx(cost_per_million_tokens(
+            level["throughput_tokens_per_s"], SimpleNamespace(capital_usd=hw["capital_usd"], power_w=hw["power_w"]),
+        ))
+    single, batched = report.metrics["levels"]
+    assert batched["decode"]["mean_batch_size"] > single["decode"]["mean_batch_size"] == 1.0
+    samples = report.metrics["samples"]
+    assert [s["prediction"] for s in samples] == [r["greedy"] for r in rows]
+    assert report.metrics["model"]["experts"] == 4 and report.metrics["model"]["total_params"] > 0
+    assert [e["concurrency"] for e in events if e["event"] == "cap_level"] == [1, 3]
+
+
+def test_in_process_benchmark(model_dir: Path, rows: list[dict[str, Any]], tmp_path: Path) -> None:
+    events: list[dict[str, Any]] = []
+    target = InProcessTarget(model_dir, max_batch_size=3)
+    report = _stage().benchmark(rows, target, _ctx(tmp_path, events))
+    assert not target.engine.is_running  # closed at the end
+    assert report.metrics["target"]["model"] == model_dir.name
+    _check_report(report, rows, events)
+
+
+def test_http_benchmark_with_bearer_token(
+    model_dir: Path, rows: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    openai_app = pytest.importorskip("raypress.serving.openai_app")
+    pytest.importorskip("httpx")
+    from raypress.serving.engine import Engine
+    from raypress.serving.uvicorn_thread import serve_in_thread
+
+    engine = Engine.from_pretrained(model_dir, max_batch_size=3)
+    app = openai_app.create_app(engine, "tiny-moe", api_key="s3cret")
+    monkeypatch.setenv("CAP_TEST_KEY", "s3cret")
+    events: list[dict[str, Any]] = []
+    stage = _stage()
+    with serve_in_thread(app) as server:
+        endpoint = ReportArtifact("unused.json", {"url": server.url, "model": "tiny-moe", "api_key_env": "CAP_TEST_KEY"})
+        target = stage.make_target({"data": DatasetArtifact(None), "endpoint": endpoint}, "cap")
+        assert isinstance(target, HttpTarget) and target.headers == {"Authorization": "Bearer s3cret"}
+        report = stage.benchmark(rows, target, _ctx(tmp_path, events))
+        without_key = HttpTarget(server.url, "tiny-moe")
+        with pytest.raises(Exception, match="401"):
+            asyncio.run(without_key.complete("hi", 2, 0.0))
+    engine.stop()
+    assert report.metrics["target"]["model"] == "tiny-moe"
+    _check_report(report, rows, events)
+
+
+def test_input_checks_name_the_node(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stage = _stage()
+    data = DatasetArtifact(None)
+    endpoint = ReportArtifact("r.json", {"url": "http://127.0.0.1:1", "model": "m", "api_key_env": None})
+    model = ModelArtifact(str(model_dir))
+    with pytest.raises(ValueError, match=r"node 'bench'.*neither"):
+        stage.check_inputs({"data": data}, "bench")
+    with pytest.raises(ValueError, match=r"node 'bench'.*both"):
+        stage.check_inputs({"data": data, "endpoint": endpoint, "model": model}, "bench")
+    with pytest.raises(ValueError, match=r"node 'bench'.*`data`"):
+        stage.check_inputs({"model": model}, "bench")
+    assert stage.check_inputs({"data": data, "model": model}, "bench") == "model"
+    with pytest.raises(ValueError, match="url"):
+        stage.make_target({"data": data, "endpoint": ReportArtifact("r.json", {"model": "m"})}, "bench")
+    monkeypatch.delenv("CAP_MISSING_KEY", raising=False)
+    with pytest.raises(ValueError, match=r"\$CAP_MISSING_KEY"):
+        _stage(api_key_env="CAP_MISSING_KEY").make_target({"data": data, "endpoint": endpoint}, "bench")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA"):
+            _stage(hardware="H200").make_target({"data": data, "model": model}, "bench")
+
+
+def test_params_and_rows() -> None:
+    p = CapBenchmarkParams()
+    assert (p.limit, p.concurrency, p.max_tokens, p.temperature, p.hardware) == (64, [1, 8], 32, 0.0, "cpu")
+    with pytest.raises(ValueError):
+        CapBenchmarkParams(concurrency=[0])
+    with pytest.raises(ValueError):
+        CapBenchmarkParams(concurency=[1])  # extra keys are errors
+    with pytest.raises(ValueError, match="answer"):
+        _stage().benchmark([{"prompt": "x"}], _ClosedTarget(), RunContext(run_dir="/nonexistent", node_id="n"))
+
+
+class _ClosedTarget:
+    """Only records that the stage closed it."""
+
+    closed = False
+
+    async def aclose(self) -> None:
+        type(self).closed = True
+
+
+def test_bad_rows_close_the_target() -> None:
+    with pytest.raises(ValueError, match="no rows"):
+        _stage().benchmark([], _ClosedTarget(), RunContext(run_dir="/nonexistent", node_id="n"))
+    assert _ClosedTarget.closed
+
+
+def test_sse_lines() -> None:
+    assert _sse_data('data: {"choices": [{"text": "a"}]}') == {"choices": [{"text": "a"}]}
+    assert _sse_data("data: [DONE]") == "[DONE]"
+    assert _sse_data("") is None and _sse_data(": keep-alive") is None and _sse_data("event: x") is None
+
+
+def test_step_collector_counts_steps_the_history_dropped() -> None:
+    class Fake:
+        def __init__(self) -> None:
+            self.records = [{"step": s} for s in (3, 4, 5, 6, 9, 10)]
+
+        def steps_since(self, step: int) -> list[dict[str, Any]]:
+            return [r for r in self.records if r["step"] > step]
+
+    collector = StepCollector(Fake(), mark=4)  # type: ignore[arg-type]
+    asyncio.run(collector.poll())
+    assert [r["step"] for r in collector.records] == [5, 6, 9, 10] and collector.missed == 2
+    asyncio.run(collector.poll())  # nothing new: nothing added twice
+    assert collector.last == 10 and len(collector.records) == 4
