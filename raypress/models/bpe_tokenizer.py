@@ -125,10 +125,15 @@ class BPETokenizer:
         (path / CONFIG_FILE).write_text(json.dumps(config, indent=2))
 
 
-def new_byte_level_bpe() -> Tokenizer:
-    """An untrained byte-level BPE (GPT-2 pre-tokenization: no prefix space, bytes as symbols)."""
+def new_byte_level_bpe(split_digits: bool = False) -> Tokenizer:
+    """An untrained byte-level BPE (GPT-2 pre-tokenization: no prefix space, bytes as symbols).
+
+    ``split_digits``: every digit its own token (as Llama and Mistral do), so a number is never
+    one opaque merge — what a small model doing arithmetic needs."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                               if split_digits else byte_level)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     return tokenizer
@@ -152,6 +157,7 @@ def train_bpe_tokenizer(
     min_frequency: int = 2,
     max_chars: int | None = None,
     special_tokens: Sequence[str] = SPECIAL_TOKENS,
+    split_digits: bool = False,
 ) -> BPETokenizer:
     """Train a byte-level BPE on ``texts`` (stops reading after ``max_chars`` characters).
 
@@ -160,7 +166,7 @@ def train_bpe_tokenizer(
     """
     if vocab_size < len(special_tokens) + 256:
         raise ValueError(f"vocab_size {vocab_size} cannot hold {len(special_tokens)} special tokens and 256 bytes")
-    tokenizer = new_byte_level_bpe()
+    tokenizer = new_byte_level_bpe(split_digits)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,

@@ -310,6 +310,7 @@ class MoEForCausalLM(nn.Module):
         slots: Tensor | None = None,
         input_lengths: Tensor | None = None,
         attention_mask: Tensor | None = None,
+        logits_at: Tensor | None = None,
     ) -> Tensor:
         """Logits ``(B, T, vocab)``, or the training loss (a scalar) when ``labels`` are given.
 
@@ -319,6 +320,8 @@ class MoEForCausalLM(nn.Module):
         without a cache. kv_cache + slots ``(B,)`` (default ``0..B-1``): append this step's keys and
         values to those slots and attend over everything cached; lengths advance by the real tokens.
         labels: ``(B, T)`` aligned with input_ids (shifted inside, -100 ignored), as in HF.
+        logits_at: ``(B,)`` one position per row: return only those logits, ``(B, vocab)`` (a
+        prefill needs each prompt's last; the LM head over every position would cost T times more).
         """
         batch, length = input_ids.shape
         device = input_ids.device
@@ -354,6 +357,8 @@ class MoEForCausalLM(nn.Module):
             kv_cache.lengths[slots] = new_lengths
         self.last_expert_counts = counts
 
+        if logits_at is not None and labels is None:
+            hidden = hidden[torch.arange(batch, device=device), logits_at.to(device)]
         hidden = self.norm(hidden)
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         logits = F.linear(hidden, weight)

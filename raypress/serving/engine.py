@@ -693,13 +693,13 @@ class Engine:
         ids = torch.zeros(len(batch), int(lengths.max()), dtype=torch.long)
         for row, sequence in enumerate(batch):
             ids[row, : sequence.prompt_len] = torch.tensor(sequence.handle.prompt_ids)
-        logits = self.model(
+        return self.model(
             ids.to(self.device),
             kv_cache=self.cache,
             slots=self._slots(batch),
             input_lengths=lengths.to(self.device),
+            logits_at=lengths.to(self.device) - 1,
         )
-        return logits[torch.arange(len(batch), device=self.device), lengths.to(self.device) - 1]
 
     def _decode(self, batch: list[_Sequence]) -> Tensor:
         """One token per running sequence (its last output) at the next position of its slot."""

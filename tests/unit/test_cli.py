@@ -40,3 +40,16 @@ def test_plan_prints_steps_and_materialization():
     dedup_input = next(line for line in proc.stdout.splitlines() if " flagged " in line)
     assert "input of deduplicator 'dedup'" in dedup_input
     assert "writes files" in proc.stdout
+
+
+def test_serve_rejects_bad_arguments_before_starting_ray(tmp_path):
+    neither = cli("serve")
+    assert neither.returncode == 2 and "either a Serve CONFIG file or --model" in neither.stderr
+    not_a_model = cli("serve", "--model", str(tmp_path))
+    assert not_a_model.returncode == 2 and "not a model directory" in not_a_model.stderr
+    config = tmp_path / "serve.yaml"
+    config.write_text("applications:\n  - name: llm\n    import_path: 3\n")
+    bad_config = cli("serve", str(config))
+    assert bad_config.returncode == 2 and "applications.0.import_path" in bad_config.stderr
+    config.write_text("applications: [\n")
+    assert "not valid YAML" in cli("serve", str(config)).stderr

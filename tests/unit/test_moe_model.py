@@ -255,3 +255,15 @@ def test_tied_embeddings_share_one_matrix():
     assert model.lm_head is None
     names = {n for n, _ in model.named_parameters()}
     assert "lm_head.weight" not in names and "layers.0.attn.qkv_proj.bias" in names
+
+
+def test_logits_at_returns_only_the_asked_positions():
+    torch.manual_seed(0)
+    model = MoEForCausalLM(MIXTRAL_LIKE).eval()
+    ids = torch.randint(0, MIXTRAL_LIKE.vocab_size, (3, 7))
+    lengths = torch.tensor([7, 2, 5])
+    with torch.no_grad():
+        full = model(ids, input_lengths=lengths)
+        last = model(ids, input_lengths=lengths, logits_at=lengths - 1)
+    assert last.shape == (3, MIXTRAL_LIKE.vocab_size)
+    torch.testing.assert_close(last, full[torch.arange(3), lengths - 1])

@@ -66,6 +66,7 @@ class TrainMoELMParams(Params):
         "train a byte-level BPE on the input text")
     vocab_size: int = Field(2048, ge=300, description="BPE vocabulary size when training a tokenizer")
     tokenizer_max_chars: int = Field(50_000_000, ge=1, description="text characters read to train the tokenizer")
+    split_digits: bool = Field(False, description="a trained tokenizer keeps every digit its own token (arithmetic)")
     # model shape (a fresh model only)
     hidden_size: int = Field(128, ge=8)
     intermediate_size: int = Field(256, ge=1, description="each routed expert's FFN width")
@@ -332,7 +333,8 @@ class TrainMoELM(Stage):
         if p.init_from:
             raise ValueError(f"init_from {p.init_from!r} has no tokenizer.json: pass the tokenizer param")
         start = time.perf_counter()
-        tokenizer = train_bpe_tokenizer(_texts(texts, p.text_key), p.vocab_size, max_chars=p.tokenizer_max_chars)
+        tokenizer = train_bpe_tokenizer(_texts(texts, p.text_key), p.vocab_size, max_chars=p.tokenizer_max_chars,
+                                        split_digits=p.split_digits)
         ctx.event("tokenizer_trained", vocab_size=tokenizer.vocab_size, seconds=time.perf_counter() - start)
         return tokenizer, None
 
