@@ -3,7 +3,7 @@ VENV    ?= .venv
 PYTHON  ?= python3
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.raypress-installed
-EXTRAS  ?= dev,curation,moe,kernels
+EXTRAS  ?= dev,curation,moe,kernels,reasoning
 
 .PHONY: demo test bench setup clean
 

@@ -1,0 +1,150 @@
+"""``train_policies``: K small policy LMs, each trained with Ray Train on worked solutions from its own
+data mix, so that their error profiles are learned and differ (what collective search exploits).
+
+Each policy's corpus is generated from the input task rows: for each example a task of a family
+drawn by the policy's mix weights, then its worked solution, or (with probability
+``flawed_rate``) a solution with one flawed step of the policy's ``flawed_kinds``. The text is
+exactly what the search later asks for: the family's prompt followed by the solution and
+``Answer:`` line. Training reuses ``train_moe_lm`` (a dense model is an MoE with one expert).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
+from raypress.operators.base import Params, Resources, RunContext, Stage
+from raypress.operators.moe.train_lm import TrainMoELM, TrainMoELMParams
+from raypress.operators.reasoning.task_reader import task_from_row
+from raypress.operators.reasoning.types import Task
+from raypress.operators.registry import register
+from raypress.schema import ArtifactType
+
+KIND = "policy_set"
+
+
+class PolicySpec(BaseModel):
+    """One policy: its name, its data mix and how often its training solutions carry a flaw."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    mix: dict[str, float] = Field(description="family -> weight (normalised)")
+    flawed_rate: float = Field(0.0, ge=0.0, le=1.0, description="share of solutions with one flawed step")
+    flawed_kinds: list[str] = Field(default_factory=lambda: ["arithmetic_slip"])
+    seed: int = 0
+
+    @field_validator("mix")
+    @classmethod
+    def _positive(cls, mix: dict[str, float]) -> dict[str, float]:
+        if not mix or any(w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
+            raise ValueError("mix needs at least one family with a positive weight")
+        return mix
+
+
+class TrainPoliciesParams(Params):
+    policies: list[PolicySpec] = Field(min_length=1)
+    examples_per_policy: int = Field(20_000, ge=10, description="solutions generated for each policy")
+    # the network (shared by the policies): small and dense by default
+    vocab_size: int = Field(320, ge=300, description="BPE vocabulary (digits always split)")
+    hidden_size: int = Field(128, ge=8)
+    intermediate_size: int = Field(256, ge=1)
+    num_hidden_layers: int = Field(3, ge=1)
+    num_attention_heads: int = Field(4, ge=1)
+    num_key_value_heads: int = Field(2, ge=1)
+    num_local_experts: int = Field(1, ge=1, description="1: a dense model")
+    num_experts_per_tok: int = Field(1, ge=1)
+    context_length: int = Field(256, ge=16)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    max_steps: int = Field(2000, ge=1)
+    max_minutes: float = Field(3.0, gt=0, description="training budget of EACH policy")
+    num_workers: int = Field(1, ge=1, description="Ray Train workers per policy")
+    parallel: int = Field(2, ge=1, description="policies trained at the same time")
+
+
+def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int) -> list[str]:
+    """``n`` training texts (prompt + solution) for one policy, deterministic for ``spec.seed``."""
+    from raypress.operators.reasoning.tasks import get_family, solution_text
+
+    by_family: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_family.setdefault(task.family, []).append(task)
+    missing = [f for f, w in spec.mix.items() if w > 0 and f not in by_family]
+    if missing:
+        raise ValueError(f"policy {spec.name!r}: no input tasks of famil{'y' if len(missing) == 1 else 'ies'} "
+                         f"{missing}; the input has {sorted(by_family)}")
+    families = [f for f, w in spec.mix.items() if w > 0]
+    weights = [spec.mix[f] for f in families]
+    rng = random.Random(spec.seed)
+    texts = []
+    for _ in range(n):
+        name = rng.choices(families, weights)[0]
+        family = get_family(name)
+        task = rng.choice(by_family[name])
+        steps, final = family.worked_solution(task)
+        if rng.random() < spec.flawed_rate:
+            with suppress(ValueError):  # nothing in this solution can be flawed that way: it stays correct
+                steps, final = family.flawed_solution(task, rng, rng.choice(spec.flawed_kinds))
+        texts.append(family.prompt(task, []) + solution_text(steps, final))
+    return texts
+
+
+@register("train_policies")
+class TrainPolicies(Stage):
+    """Train K small policy LMs (Ray Train), each on worked solutions from its own data mix -> a policy-set Model."""
+
+    Params = TrainPoliciesParams
+    inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
+    output: ClassVar[ArtifactType] = ArtifactType.MODEL
+    resources: ClassVar[Resources] = Resources(num_cpus=0)
+
+    def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ModelArtifact:
+        import ray.data
+
+        p: TrainPoliciesParams = self.params  # type: ignore[assignment]
+        names = [spec.name for spec in p.policies]
+        if len(set(names)) != len(names):
+            raise ValueError(f"node {ctx.node_id!r}: policy names must be unique, got {names}")
+        tasks = [task_from_row(row) for row in inputs["data"].ds.take_all()]  # type: ignore[union-attr]
+        if not tasks:
+            raise ValueError(f"node {ctx.node_id!r}: the task input is empty")
+        def train(spec: PolicySpec) -> ModelArtifact:
+            texts = policy_corpus(spec, tasks, p.examples_per_policy)
+            ctx.event("policy_corpus", policy=spec.name, texts=len(texts), mix=spec.mix, flawed_rate=spec.flawed_rate)
+            sub = dataclasses.replace(ctx, node_id=f"{ctx.node_id}-{spec.name}")
+            trainer = TrainMoELM(TrainMoELMParams(
+                vocab_size=p.vocab_size, split_digits=True, hidden_size=p.hidden_size,
+                intermediate_size=p.intermediate_size, num_hidden_layers=p.num_hidden_layers,
+                num_attention_heads=p.num_attention_heads, num_key_value_heads=p.num_key_value_heads,
+                num_local_experts=p.num_local_experts, num_experts_per_tok=p.num_experts_per_tok,
+                context_length=p.context_length, batch_size=p.batch_size, lr=p.lr, max_steps=p.max_steps,
+                max_minutes=p.max_minutes, num_workers=p.num_workers, seed=spec.seed, warmup_steps=20,
+            ))
+            return trainer.run({"data": DatasetArtifact(ray.data.from_items([{"text": t} for t in texts]))}, sub)
+
+        # Trainings overlap (each Ray Train run spends most of a minute starting up); Ray queues
+        # the workers that do not fit the cluster.
+        with ThreadPoolExecutor(max_workers=p.parallel) as pool:
+            artifacts = list(pool.map(train, p.policies))
+        trained = {spec.name: {"path": a.path, "spec": spec.model_dump(), "training": a.config.get("training", {})}
+                   for spec, a in zip(p.policies, artifacts)}
+        out_dir = Path(ctx.path("models", ctx.node_id))
+        artifact = ModelArtifact(str(out_dir), config={"kind": KIND, "policies": trained, "order": names})
+        artifact.save_manifest()
+        return artifact
+
+
+def policy_dirs(artifact: ModelArtifact) -> dict[str, str]:
+    """Policy name -> Model dir, from a ``train_policies`` Model (or a single Model as one policy)."""
+    config = artifact.config or ModelArtifact.load(artifact.path).config
+    if config.get("kind") == KIND:
+        return {name: config["policies"][name]["path"] for name in config["order"]}
+    return {Path(artifact.path).name: artifact.path}
