@@ -10,7 +10,9 @@ weights, timed in the same run at each token count:
   (``fused_moe_reference``; E/k times the routed FLOPs).
 - ``ours``: ``raypress.kernels.moe`` on CPU: ``topk_softmax`` + ``fused_moe`` (pairs sorted by
   expert once, per expert slice one fused gate/up GEMM, SiLU·mul into one buffer, the down
-  GEMM, an in-place weight scale and an ``index_add_``), GEMMs through oneDNN for fp32.
+  GEMM, an in-place weight scale and an ``index_add_``), GEMMs through oneDNN for fp32; up to
+  64 (token, slot) pairs the small-batch path instead (routing grouped in Python, no sort, no
+  ``index_add_``: ``moe._fused_moe_small``).
 - ``ours-mm``: the same with its GEMMs through ``torch.mm`` (BLAS, as the HF loop's), to show
   how much of the gain is the GEMM library and how much the sorted layout.
 

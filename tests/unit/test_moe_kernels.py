@@ -108,6 +108,32 @@ def test_topk_reference_renormalises_and_orders():
     torch.testing.assert_close(raw, torch.softmax(logits, -1)[:, [1, 2]])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("num_tokens,num_experts,k", [(1, 8, 2), (16, 8, 2), (300, 8, 2), (5, 4, 1), (7, 60, 4)])
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_cpu_topk_softmax_matches_reference(dtype, num_tokens, num_experts, k, renormalize):
+    logits = torch.randn(num_tokens, num_experts, generator=torch.Generator().manual_seed(num_tokens)).to(dtype)
+    weights, ids = moe.topk_softmax(logits, k, renormalize, backend="torch")
+    ref_w, ref_i = topk_softmax_reference(logits, k, renormalize)
+    assert weights.dtype == torch.float32 and ids.dtype == torch.int64
+    assert torch.equal(ids, ref_i)
+    torch.testing.assert_close(weights, ref_w, atol=1e-6, rtol=1e-5)
+    if renormalize:
+        torch.testing.assert_close(weights.sum(-1), torch.ones(num_tokens))
+
+
+def test_cpu_topk_softmax_gradient_matches_reference():
+    logits = torch.randn(6, 8, generator=torch.Generator().manual_seed(2))
+    probe = torch.linspace(-1, 1, 12).reshape(6, 2)
+    grads = []
+    for fn in (lambda lg: moe.topk_softmax(lg, 2, True, backend="torch"), lambda lg: topk_softmax_reference(lg, 2, True)):
+        leaf = logits.clone().requires_grad_(True)
+        (fn(leaf)[0] * probe).sum().backward()
+        grads.append(leaf.grad)
+    assert grads[0].abs().max() > 0
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
+
+
 def test_align_reference_layout():
     ids = torch.tensor([[2, 0], [2, 1], [0, 2]])  # pairs 0..5 -> experts 2,0,2,1,0,2; expert 3 unused
     sorted_ids, expert_ids, total = moe_align_block_size_reference(ids, block_size=4, num_experts=4)
@@ -168,6 +194,81 @@ def test_cpu_path_with_and_without_onednn_agree(monkeypatch):
         plain = moe.fused_moe_torch(x, w13, w2, weights, ids)
     torch.testing.assert_close(fast, plain, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast, fused_moe_reference(x, w13, w2, weights, ids), atol=1e-5, rtol=1e-5)
+
+
+def _spy_small_path(monkeypatch) -> list[int]:
+    """Record the pair count of every call that takes the small-batch path."""
+    calls: list[int] = []
+    real = moe._fused_moe_small
+
+    def spy(hidden, w13, w2, topk_weights, topk_ids, onednn):
+        calls.append(topk_ids.numel())
+        return real(hidden, w13, w2, topk_weights, topk_ids, onednn)
+
+    monkeypatch.setattr(moe, "_fused_moe_small", spy)
+    return calls
+
+
+SMALL_ROUTINGS = {
+    "one token, two experts, smaller id first": [[1, 3]],
+    "one token, larger id first": [[3, 1]],
+    "one token, same expert in both slots": [[2, 2]],
+    "one token, k=1": [[3]],
+    "uneven, an expert twice for one token": [[0, 0], [2, 0], [3, 0], [0, 2]],
+    "every token one expert, k=1": [[1], [1], [1], [1], [1]],
+    "reversed, nothing consecutive": [[3, 2], [1, 0], [3, 1], [2, 0]],
+}
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("routing", list(SMALL_ROUTINGS), ids=list(SMALL_ROUTINGS))
+def test_cpu_small_batch_path_matches_definition(monkeypatch, routing, dtype, tol):
+    ids = torch.tensor(SMALL_ROUTINGS[routing])
+    num_tokens, k = ids.shape
+    gen = torch.Generator().manual_seed(num_tokens * 10 + k)
+    weights = torch.rand(num_tokens, k, generator=gen) + 0.1  # not renormalised: each slot's weight must count
+    x = torch.randn(num_tokens, H, generator=gen).to(dtype)
+    w13, w2 = expert_weights(4, dtype)
+    calls = _spy_small_path(monkeypatch)
+    with torch.inference_mode():
+        out = moe.fused_moe(x, w13, w2, weights, ids.int(), backend="torch")
+    assert calls == [ids.numel()]
+    assert out.dtype == dtype and out.shape == (num_tokens, H)
+    expected = per_token_loop(x.float(), w13.float(), w2.float(), weights, ids)
+    torch.testing.assert_close(out.double(), expected, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("num_tokens,k", [(1, 2), (16, 2), (37, 1), (32, 2)])
+def test_cpu_small_batch_path_agrees_with_sorted_path(monkeypatch, num_tokens, k):
+    """Same inputs through both CPU paths (the sorted one forced by SMALL_PAIRS=0), skewed routing, strided rows."""
+    _, weights, ids = skewed_routing(num_tokens, 8, k, seed=20 + num_tokens)
+    x = torch.randn(num_tokens, 2 * H, generator=torch.Generator().manual_seed(21))[:, ::2]
+    w13, w2 = expert_weights(8, torch.float32)
+    calls = _spy_small_path(monkeypatch)
+    with torch.inference_mode():
+        small = moe.fused_moe_torch(x, w13, w2, weights, ids)
+        monkeypatch.setattr(moe, "SMALL_PAIRS", 0)
+        sorted_path = moe.fused_moe_torch(x, w13, w2, weights, ids)
+    assert calls == [num_tokens * k]
+    torch.testing.assert_close(small, sorted_path, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(small, fused_moe_reference(x, w13, w2, weights, ids), atol=1e-5, rtol=1e-5)
+
+
+def test_cpu_small_batch_path_only_for_few_pairs_without_grad(monkeypatch):
+    w13, w2 = expert_weights(8, torch.float32)
+    calls = _spy_small_path(monkeypatch)
+    limit = moe.SMALL_PAIRS // 2  # tokens at k=2
+    for num_tokens in (limit, limit + 1):
+        _, weights, ids = skewed_routing(num_tokens, 8, 2, seed=num_tokens)
+        x = torch.randn(num_tokens, H)
+        with torch.inference_mode():
+            out = moe.fused_moe_torch(x, w13, w2, weights, ids)
+        torch.testing.assert_close(out, fused_moe_reference(x, w13, w2, weights, ids), atol=1e-5, rtol=1e-5)
+    assert calls == [moe.SMALL_PAIRS]  # one more pair takes the sorted path
+    _, weights, ids = skewed_routing(3, 8, 2, seed=3)
+    x = torch.randn(3, H, requires_grad=True)
+    moe.fused_moe_torch(x, w13, w2, weights, ids).sum().backward()  # autograd: the sorted path
+    assert calls == [moe.SMALL_PAIRS] and x.grad.abs().max() > 0
 
 
 def test_auto_backend_on_cpu_is_torch_and_env_overrides(monkeypatch):

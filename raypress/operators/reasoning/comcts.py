@@ -374,7 +374,7 @@ async def _generate(
     call_index: int | None = None,
 ) -> tuple[list[str], str | None] | None:
     """Call a policy, charge it, split its continuation; None (and a counted failure) when the call
-    failed or the continuation has neither steps nor an answer. ``call_index`` picks the call's
+    failed or the continuation reaches no ``Answer:`` line (garbage, or cut off by max_tokens). ``call_index`` picks the call's
     seed (default: the calls made so far)."""
     seed = call_seed(params, task, ledger.policy_calls if call_index is None else call_index)
     completion = await _call_policy(policy, prompt, params.max_tokens, temperature, seed, params.call_timeout_s)
@@ -384,7 +384,7 @@ async def _generate(
         ledger.fail(policy.name)
         return None
     steps, answer = family.split(completion.text)
-    if not steps and answer is None:
+    if answer is None:  # garbage, or cut off before its answer: a candidate must reach a final answer
         ledger.fail(policy.name)
         return None
     return list(steps), answer

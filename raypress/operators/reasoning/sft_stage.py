@@ -21,6 +21,10 @@ from raypress.operators.registry import register
 from raypress.schema import ArtifactType
 
 
+CONTEXT = 256  # tokens per training block (capped by the policy's own context)
+CHARS_PER_TOKEN_BOUND = 4  # a byte-level BPE with split digits never packs more characters per token
+
+
 class CollectiveSFTParams(Params):
     policy: str | None = Field(None, description="policy to fine-tune (default: the first of the Model)")
     runs: list[str] | None = Field(None, description="search runs whose records are used (default: every comcts run)")
@@ -70,9 +74,12 @@ class CollectiveSFT(Stage):
         if not texts:
             raise ValueError(f"node {ctx.node_id!r}: no SFT records in the selected runs (nothing was solved)")
         ctx.event("sft_corpus", policy=name, records=len(texts), **kinds)
-        corpus = ray.data.from_items([{"text": t} for t in texts * p.repeat])
+        # a small corpus (few solved questions) is repeated until it fills a batch on every worker
+        chars_needed = p.num_workers * p.batch_size * CONTEXT * CHARS_PER_TOKEN_BOUND
+        repeat = max(p.repeat, -(-chars_needed // max(1, sum(map(len, texts)))))
+        corpus = ray.data.from_items([{"text": t} for t in texts * repeat])
         trainer = TrainMoELM(TrainMoELMParams(
-            init_from=dirs[name], context_length=256, batch_size=p.batch_size, lr=p.lr, warmup_steps=10,
+            init_from=dirs[name], context_length=CONTEXT, batch_size=p.batch_size, lr=p.lr, warmup_steps=10,
             max_steps=p.max_steps, max_minutes=p.max_minutes, num_workers=p.num_workers, seed=p.seed))
         artifact = trainer.run({"data": DatasetArtifact(corpus)}, dataclasses.replace(ctx))
         artifact.config["sft"] = {"base_policy": name, "records": kinds, "include_reflection": p.include_reflection}

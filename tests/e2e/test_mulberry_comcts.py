@@ -1,0 +1,48 @@
+"""pipelines/mulberry_comcts.yaml end to end on a small problem (two-term single-digit chain
+arithmetic, short training): tasks -> 3 policies -> CoMCTS and every baseline -> collective SFT
+(with and without reflection) -> held-out evaluation -> the report table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from raypress.dag.runner import run_pipeline
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+REPO = Path(__file__).resolve().parents[2]
+EASY = "{chain_arithmetic: {min_terms: 2, max_terms: 2, min_digits: 1, max_digits: 1}}"
+
+
+def test_mulberry_pipeline_small(ray_session, tmp_path):
+    pytest.importorskip("reasoning_gym")
+    overrides = [f"{node}.{key}" for node in ("train_tasks", "search_tasks", "heldout_tasks")
+                 for key in ("families=[chain_arithmetic]", f"difficulty={EASY}")]
+    overrides += ["train_tasks.n_per_family=400", "search_tasks.n_per_family=10", "heldout_tasks.n_per_family=10",
+                  "policies.examples_per_policy=3000", "policies.max_minutes=0.6", "policies.hidden_size=64",
+                  "policies.intermediate_size=128", "policies.num_hidden_layers=2", "policies.context_length=64",
+                  "policies.policies=[{name: arith, mix: {chain_arithmetic: 1}, seed: 1}, "
+                  "{name: equations, mix: {chain_arithmetic: 1}, seed: 2, flawed_rate: 0.3}, "
+                  "{name: countdown, mix: {chain_arithmetic: 1}, seed: 3, flawed_rate: 0.5}]",
+                  "search.search={budget: 8, max_tokens: 24}", "sft.max_minutes=0.1",
+                  "sft_reflection.max_minutes=0.1"]
+    events: list[dict] = []
+    ledger = run_pipeline(str(REPO / "pipelines" / "mulberry_comcts.yaml"), run_dir=str(tmp_path / "run"),
+                          overrides=overrides, on_event=events.append)
+    assert ledger["adds_up"], ledger["problems"]
+    nodes = ledger["nodes"]
+    report = json.loads(Path(nodes["report"]["artifact"]).read_text())
+    table = {line["run"]: line for line in report["table"]}
+    assert set(table) == {"direct-arith", "direct-equations", "direct-countdown", "independent-3", "mcts-best",
+                          "comcts-3-copies-of-best", "comcts-1", "comcts-2", "comcts-3"}
+    for line in table.values():
+        assert line["questions"] == 10 and 0 <= line["ci95"][0] <= line["success_rate"] <= line["ci95"][1] <= 1
+        assert line["calls_mean"] <= 8
+    assert table["direct-arith"]["calls_mean"] == 1
+    assert [a["run"] for a in report["ablation"]] == ["comcts-1", "comcts-2", "comcts-3"]
+    assert set(report["evaluation"]) == {"before", "after", "after_reflection"}
+    assert Path(report["markdown"]).read_text().startswith("| run | method |")
+    sft_events = [e for e in events if e.get("event") == "sft_corpus"]
+    assert len(sft_events) == 2 and sft_events[0]["reflective"] == 0
