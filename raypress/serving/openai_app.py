@@ -62,7 +62,7 @@ class APIError(Exception):
         return JSONResponse(oa.error_body(self.message, self.type, self.param, self.code), self.status, headers)
 
 
-def _validation_error(exc: RequestValidationError) -> APIError:
+def validation_error(exc: RequestValidationError) -> APIError:
     """pydantic's error list -> one readable 400 naming the first bad field."""
     errors = exc.errors()
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
@@ -321,7 +321,7 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None) -> F
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _validation_error(exc).response()
+        return validation_error(exc).response()
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from raypress.operators.reasoning.policies import completion_from_actor
 from raypress.operators.reasoning.types import Completion, Task
 
 
@@ -54,7 +55,7 @@ class _HandlePolicy:
             out = await self.handle.complete.remote(prompt, max_tokens, temperature, seed)
         except Exception as error:  # noqa: BLE001 - counted as a failed call by the search
             return Completion("", 0, f"{type(error).__name__}: {error}")
-        return Completion(out["text"], int(out["tokens"]), out["error"])
+        return completion_from_actor(out)
 
 
 class _Unverified:
@@ -81,7 +82,7 @@ def create_reason_api(policies: dict[str, Any], args: ReasonAppArgs) -> Any:
     from raypress.operators.reasoning import comcts as core
     from raypress.operators.reasoning.judges import ExactStepJudge, ModelJudge
     from raypress.operators.reasoning.tasks import get_family
-    from raypress.serving.openai_app import APIError, _validation_error
+    from raypress.serving.openai_app import APIError, validation_error
 
     app = FastAPI(title="raypress reason")
 
@@ -91,7 +92,7 @@ def create_reason_api(policies: dict[str, Any], args: ReasonAppArgs) -> Any:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Any, exc: RequestValidationError) -> JSONResponse:
-        return _validation_error(exc).response()
+        return validation_error(exc).response()
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

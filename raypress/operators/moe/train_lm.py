@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -50,6 +49,7 @@ from raypress.models.moe_checkpoint import from_hf_dict, load_moe, save_moe
 from raypress.models.moe_config import MoEConfig
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
+from raypress.operators.train_storage import fresh_storage, keep_checkpoint
 from raypress.schema import ArtifactType
 
 KIND = "moe_lm"
@@ -373,8 +373,7 @@ class TrainMoELM(Stage):
                   seconds=time.perf_counter() - start)
         use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= p.num_workers
 
-        storage = Path(ctx.run_dir).resolve() / "ray_train"
-        shutil.rmtree(storage / ctx.node_id, ignore_errors=True)  # a rerun trains afresh
+        storage = fresh_storage(ctx)
         with _ProgressPump(ctx) as pump:
             trainer = TorchTrainer(
                 _train_loop,
@@ -394,12 +393,7 @@ class TrainMoELM(Stage):
             fit_seconds = time.perf_counter() - start
         history, summary = result.return_value["history"], result.return_value["summary"]
 
-        model_dir = ctx.path("models", ctx.node_id)
-        shutil.rmtree(model_dir, ignore_errors=True)
-        result.checkpoint.to_directory(str(model_dir))
-        shutil.rmtree(storage / ctx.node_id, ignore_errors=True)  # the model dir is the one copy kept
-        with suppress(OSError):
-            storage.rmdir()  # when no other training node left files there
+        model_dir = keep_checkpoint(result, ctx, storage)
         tokenizer.save(model_dir)
         _write_generation_config(model_dir, tokenizer)
         artifact = ModelArtifact(str(model_dir), config={

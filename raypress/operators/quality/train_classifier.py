@@ -13,12 +13,10 @@ straddle the train/validation line.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import warnings
-from contextlib import nullcontext, suppress
+from contextlib import nullcontext
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
 import torch
@@ -29,6 +27,7 @@ from raypress.artifacts import Artifact, ModelArtifact
 from raypress.models.ngram_classifier import KIND, NgramClassifier, NgramConfig, featurize, save
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
+from raypress.operators.train_storage import fresh_storage, keep_checkpoint
 from raypress.schema import ArtifactType
 
 Features = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, offsets, class indices
@@ -161,8 +160,7 @@ class TrainQualityClassifier(Stage):
         data = inputs["data"].ds.select_columns([p.text_key, p.label_key]).materialize()
         model_config = NgramConfig(labels=_labels(data, p.label_key), dim=p.dim, buckets=p.buckets,
                                    word_ngrams=p.word_ngrams)
-        storage = Path(ctx.run_dir).resolve() / "ray_train"
-        shutil.rmtree(storage / ctx.node_id, ignore_errors=True)  # a rerun trains afresh
+        storage = fresh_storage(ctx)
         trainer = TorchTrainer(
             _train_loop,
             train_loop_config={
@@ -179,12 +177,7 @@ class TrainQualityClassifier(Stage):
         for m in history:
             ctx.event("train_progress", epoch=m["epoch"], loss=m["loss"], val_accuracy=m["val_accuracy"])
 
-        model_dir = ctx.path("models", ctx.node_id)
-        shutil.rmtree(model_dir, ignore_errors=True)
-        result.checkpoint.to_directory(str(model_dir))
-        shutil.rmtree(storage / ctx.node_id, ignore_errors=True)  # the model dir is the one copy kept
-        with suppress(OSError):
-            storage.rmdir()  # when no other training node left files there
+        model_dir = keep_checkpoint(result, ctx, storage)
         final = history[-1]
         artifact = ModelArtifact(str(model_dir), config={
             "kind": KIND, "labels": model_config.labels, "text_key": p.text_key,

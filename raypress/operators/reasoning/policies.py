@@ -52,6 +52,11 @@ class LocalLMActor:
         return {"steps": s.total_steps, "tokens": s.total_tokens}
 
 
+def completion_from_actor(out: dict[str, Any]) -> Completion:
+    """What ``LocalLMActor.complete`` returns (plain data across Ray) as a ``Completion``."""
+    return Completion(out["text"], int(out["tokens"]), out["error"])
+
+
 class ActorPolicy:
     """A ``Policy`` over a ``LocalLMActor`` handle, with a per-call timeout."""
 
@@ -68,7 +73,7 @@ class ActorPolicy:
             return Completion("", 0, f"timeout after {self.timeout_s:.0f} s")
         except Exception as error:  # noqa: BLE001 - a dead actor is one more failed call, counted
             return Completion("", 0, f"{type(error).__name__}: {error}")
-        return Completion(out["text"], int(out["tokens"]), out["error"])
+        return completion_from_actor(out)
 
 
 class OpenAIPolicy:
