@@ -22,9 +22,11 @@ def test_mulberry_pipeline_small(ray_session, tmp_path):
                  for key in ("families=[chain_arithmetic]", f"difficulty={EASY}")]
     overrides += [
         "train_tasks.n_per_family=400", "search_tasks.n_per_family=10", "heldout_tasks.n_per_family=10",
-        "policies.examples_per_policy=3000", "policies.max_minutes=0.3", "policies.hidden_size=64",
+        # step-bound training: a time budget gave weaker policies on a loaded machine (nothing solved)
+        "policies.examples_per_policy=3000", "policies.max_steps=150", "policies.max_minutes=10",
+        "policies.batch_size=16", "policies.hidden_size=64",
         "policies.intermediate_size=128", "policies.num_hidden_layers=2", "policies.context_length=64",
-        "policies.parallel=1",
+        "policies.parallel=2",  # two one-worker trainings overlap their Ray Train start-ups
         # two policies instead of three keeps the test's Ray Train start-ups (~20 s each) down
         "policies.policies=[{name: arith, mix: {chain_arithmetic: 1}, seed: 1}, "
         "{name: equations, mix: {chain_arithmetic: 1}, seed: 2, flawed_rate: 0.3}]",
@@ -37,7 +39,8 @@ def test_mulberry_pipeline_small(ray_session, tmp_path):
         "{name: comcts-2, method: comcts, policies: [arith, equations]}]",
         "search.search={budget: 8, max_tokens: 24}", "report.ablation=[comcts-1, comcts-2]",
         "sft.runs=[comcts-2]", "sft_reflection.runs=[comcts-2]",
-        "sft.max_minutes=0.1", "sft_reflection.max_minutes=0.1", "sft.num_workers=1", "sft_reflection.num_workers=1"]
+        "sft.max_steps=20", "sft_reflection.max_steps=20", "sft.max_minutes=5", "sft_reflection.max_minutes=5",
+        "sft.num_workers=1", "sft_reflection.num_workers=1"]
     events: list[dict] = []
     ledger = run_pipeline(str(REPO / "pipelines" / "mulberry_comcts.yaml"), run_dir=str(tmp_path / "run"),
                           overrides=overrides, on_event=events.append)

@@ -1,6 +1,6 @@
 """`train_moe_lm` end to end on real text: the long descriptions of the installed Python packages
-(the quickstart corpus), a BPE trained on them, one minute of Ray Train on 2 CPU workers, then the
-Model dir loaded by our loader and by transformers, and text generated from it."""
+(the quickstart corpus), a BPE trained on them, 200 steps (about a minute) of Ray Train on 2 CPU
+workers, then the Model dir loaded by our loader and by transformers, and text generated from it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from raypress.operators.registry import get_op
 
 pytestmark = pytest.mark.integration
 
-PROMPTS = ["This package provides", "The library is", "To install, run"]
+PROMPTS = ["This package provides", "The library is", "To install, run", "This project",
+           "The documentation", "Features", "You can use", "The following example"]
 
 
 def package_texts(chunk_chars: int = 3000) -> list[str]:
@@ -74,7 +75,9 @@ def trained(ray_session, texts, tmp_path_factory) -> tuple[ModelArtifact, list[d
     stage = TrainMoELM(TrainMoELM.Params(
         vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, num_local_experts=8, num_experts_per_tok=2, context_length=128, batch_size=4,
-        lr=3e-3, warmup_steps=20, max_steps=200, max_minutes=2.0, log_every=10, num_workers=2, seed=0))
+        # a step-bound run: the cosine follows the wall clock when that budget is nearer, so a tight
+        # time budget made a loaded machine's model worse (a lower learning rate sooner)
+        lr=3e-3, warmup_steps=20, max_steps=200, max_minutes=10.0, log_every=10, num_workers=2, seed=0))
     data = DatasetArtifact(ray.data.from_items([{"text": t} for t in texts], override_num_blocks=4))
     model = stage.run({"data": data}, RunContext(run_dir=str(run_dir), node_id="lm", emit=events.append))
     return model, events
@@ -101,7 +104,7 @@ def test_loss_drops_and_progress_reaches_events(trained, texts):
     print("data:", [e for e in events if e["event"] in ("tokenizer_trained", "train_data")])
     print(f"unigram entropy {unigram:.3f} nats/token")
     print("progress:", [(e["step"], round(e["loss"], 3), round(e["tokens_per_s"])) for e in progress])
-    assert summary["steps"] == 200  # the step budget, well inside the 2-minute one
+    assert summary["steps"] == 200  # the step budget, well inside the 10-minute one
     assert summary["initial_loss"] > 7.0  # ln(2048) = 7.6: a fresh model knows nothing
     # 200 steps (~50 s on 2 shared CPUs) reach ~4.8; 0.6x the initial loss needs ~2x longer here.
     # Below the unigram entropy: the model uses context, not just token frequencies.
@@ -138,14 +141,15 @@ def test_model_dir_loads_with_ours_and_transformers(trained):
 def test_generation_is_shaped_like_the_corpus(trained, texts):
     """Sampled continuations are printable ASCII made of corpus words, far more than an untrained
     model's (glued sub-words, broken UTF-8). Sampling, not greedy: a model this small repeats itself
-    greedily (e.g. a code fence over and over), which is corpus-like but says little."""
+    greedily (e.g. a code fence over and over), which is corpus-like but says little. Eight prompts
+    x 80 tokens (~100 words): three short samples (~27 words) made the share swing 0.37-0.62."""
     model, _ = trained
     vocabulary = corpus_words(texts)
     ours, config = load_moe(model.path)
     tokenizer = load_tokenizer(model.path)
     torch.manual_seed(0)
     untrained = MoEForCausalLM(config).eval()
-    kwargs = {"max_new_tokens": 60, "temperature": 0.8, "top_k": 40}
+    kwargs = {"max_new_tokens": 80, "temperature": 0.8, "top_k": 40}
     samples = [generate(ours, tokenizer, p, seed=i, **kwargs) for i, p in enumerate(PROMPTS)]
     baseline = " ".join(generate(untrained, tokenizer, p, seed=i, **kwargs) for i, p in enumerate(PROMPTS))
     for prompt, sample in zip(PROMPTS, samples):
@@ -155,7 +159,7 @@ def test_generation_is_shaped_like_the_corpus(trained, texts):
     base_share, _ = word_share(baseline, vocabulary)
     print(f"corpus-word share {share:.2f} (untrained {base_share:.2f}), printable ASCII "
           f"{printable_ascii_share(joined):.3f} (untrained {printable_ascii_share(baseline):.3f})")
-    assert words >= 20
+    assert words >= 60
     assert printable_ascii_share(joined) >= 0.98
     assert share >= 0.4
     assert share >= base_share + 0.15

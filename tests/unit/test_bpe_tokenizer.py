@@ -148,6 +148,22 @@ def test_pack_batch_joins_documents_with_eos(tokenizer):
     assert empty.shape == (0, 64)
 
 
+def test_pack_batch_masks_prompts(tokenizer):
+    """With a prompt column the prompt is read but never a target: labels -100 over it, ids elsewhere."""
+    table = pa.table({"q": ["What is 2 + 3?\n", "Say hi.\n", None], "a": ["2 + 3 = 5", "hi", "lone answer"]})
+    out = pack_batch(table, tokenizer, "a", block=4, prompt_key="q")
+    ids, labels = out["input_ids"].reshape(-1).tolist(), out["labels"].reshape(-1).tolist()
+    want_ids, want_labels = [], []
+    for q, a in [("What is 2 + 3?\n", "2 + 3 = 5"), ("Say hi.\n", "hi"), ("", "lone answer")]:
+        q_ids, a_ids = tokenizer.encode(q) if q else [], tokenizer.encode(a) + [0]
+        want_ids += q_ids + a_ids
+        want_labels += [-100] * len(q_ids) + a_ids
+    assert ids == want_ids[: len(ids)] and labels == want_labels[: len(ids)]
+    assert len(ids) == len(want_ids) // 4 * 4 and -100 in labels
+    plain = pack_batch(table, tokenizer, "a", block=4)
+    assert (plain["labels"] == plain["input_ids"]).all()
+
+
 def test_lr_schedule():
     config = {"lr": 1e-3, "warmup_steps": 10, "min_lr_ratio": 0.1}
     assert lr_at(0, 0.0, config) == pytest.approx(1e-4)

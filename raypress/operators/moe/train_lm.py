@@ -58,6 +58,9 @@ GENERATION_CONFIG = "generation_config.json"
 
 class TrainMoELMParams(Params):
     text_key: str = Field("text", description="column holding the training text")
+    prompt_key: str | None = Field(
+        None, description="column holding a prompt for each text: the model reads prompt + text but "
+        "is trained on the text's tokens only (supervised fine-tuning); None: every token is a target")
     init_from: str | None = Field(
         None, description="Model dir or HF Mixtral/Qwen2-MoE checkpoint dir to continue training "
         "(its config wins over the model-shape params below)")
@@ -102,22 +105,36 @@ class TrainMoELMParams(Params):
 # data
 
 
-def _texts(ds: Any, key: str) -> Iterator[str | None]:
+def _texts(ds: Any, keys: list[str]) -> Iterator[str | None]:
     for batch in ds.iter_batches(batch_size=256, batch_format="pyarrow"):
-        yield from batch.column(key).to_pylist()
+        for key in keys:
+            yield from batch.column(key).to_pylist()
 
 
-def pack_batch(table: pa.Table, tokenizer: BPETokenizer, text_key: str, block: int) -> dict[str, np.ndarray]:
-    """Documents -> ``input_ids (n, block)``: token streams joined by EOS, cut into full blocks."""
-    texts = [t for t in table.column(text_key).to_pylist() if t]
+def pack_batch(table: pa.Table, tokenizer: BPETokenizer, text_key: str, block: int,
+               prompt_key: str | None = None) -> dict[str, np.ndarray]:
+    """Documents -> ``input_ids (n, block)`` and ``labels``: token streams joined by EOS, cut into full blocks.
+
+    With ``prompt_key`` each document is prompt + text, tokenised apart (as the server will see the
+    prompt) and the prompt's tokens get label -100, so only the answer is learned; without it the
+    labels are the input ids."""
+    texts = table.column(text_key).to_pylist()
+    prompts = table.column(prompt_key).to_pylist() if prompt_key else [None] * len(texts)
+    keep = [i for i, t in enumerate(texts) if t]
     eos = tokenizer.eos_token_id
+    tail = [eos] if eos is not None else []
+    encoded_texts = tokenizer.encode_batch([texts[i] for i in keep])
+    encoded_prompts = tokenizer.encode_batch([prompts[i] or "" for i in keep]) if prompt_key else [[]] * len(keep)
     stream: list[int] = []
-    for ids in tokenizer.encode_batch(texts):
-        stream.extend(ids)
-        if eos is not None:
-            stream.append(eos)
+    labels: list[int] = []
+    for prompt_ids, text_ids in zip(encoded_prompts, encoded_texts):
+        stream.extend(prompt_ids)
+        labels.extend([-100] * len(prompt_ids))
+        stream.extend(text_ids + tail)
+        labels.extend(text_ids + tail)
     n = len(stream) // block
-    return {"input_ids": np.asarray(stream[: n * block], dtype=np.int32).reshape(n, block)}
+    return {"input_ids": np.asarray(stream[: n * block], dtype=np.int32).reshape(n, block),
+            "labels": np.asarray(labels[: n * block], dtype=np.int32).reshape(n, block)}
 
 
 def _model_config(p: TrainMoELMParams, tokenizer: BPETokenizer) -> MoEConfig:
@@ -160,8 +177,10 @@ def _optimizer(net: MoEForCausalLM, config: dict[str, Any]) -> torch.optim.Optim
         return torch.optim.AdamW(groups, lr=config["lr"], betas=(0.9, 0.95))
 
 
-def _micro_batches(shard: Any, batch_size: int, seed: int, chunk_batches: int = 32) -> Iterator[torch.Tensor]:
-    """One epoch of this worker's blocks, ``batch_size`` at a time (a last partial batch is dropped).
+def _micro_batches(shard: Any, batch_size: int, seed: int,
+                   chunk_batches: int = 32) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """One epoch of this worker's ``(input_ids, labels)`` blocks, ``batch_size`` at a time (a last
+    partial batch is dropped).
 
     Rows come from Ray Data ``chunk_batches`` batches at once, locally shuffled: one fetch per step
     cost 15-30 ms on a loaded 2-CPU machine, a tenth of a step. Every worker's split holds the same
@@ -169,9 +188,9 @@ def _micro_batches(shard: Any, batch_size: int, seed: int, chunk_batches: int = 
     chunk = batch_size * chunk_batches
     for rows in shard.iter_torch_batches(batch_size=chunk, dtypes=torch.long, prefetch_batches=2,
                                          local_shuffle_buffer_size=2 * chunk, local_shuffle_seed=seed):
-        ids = rows["input_ids"]
+        ids, labels = rows["input_ids"], rows["labels"]
         for start in range(0, len(ids) - batch_size + 1, batch_size):
-            yield ids[start : start + batch_size]
+            yield ids[start : start + batch_size], labels[start : start + batch_size]
 
 
 def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -227,7 +246,7 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
         epoch += 1
         steps_before = step
         shuffle_seed = (config["seed"] * 100_003 + epoch * 101 + rank) % 2**32
-        for ids in _micro_batches(shard, config["batch_size"], shuffle_seed):
+        for ids, labels in _micro_batches(shard, config["batch_size"], shuffle_seed):
             clock = torch.tensor([time.perf_counter() - start], dtype=torch.float64, device=device)
             if distributed:  # one clock for all workers: same stop step, same learning rate
                 dist.all_reduce(clock, op=dist.ReduceOp.MAX)
@@ -237,9 +256,9 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
                 break
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, progress, config)
-            ids = ids.to(device)
+            ids, labels = ids.to(device), labels.to(device)
             with autocast:
-                loss = model(ids, labels=ids)
+                loss = model(ids, labels=labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config["grad_clip"])
@@ -333,7 +352,8 @@ class TrainMoELM(Stage):
         if p.init_from:
             raise ValueError(f"init_from {p.init_from!r} has no tokenizer.json: pass the tokenizer param")
         start = time.perf_counter()
-        tokenizer = train_bpe_tokenizer(_texts(texts, p.text_key), p.vocab_size, max_chars=p.tokenizer_max_chars,
+        keys = [p.text_key] + ([p.prompt_key] if p.prompt_key else [])
+        tokenizer = train_bpe_tokenizer(_texts(texts, keys), p.vocab_size, max_chars=p.tokenizer_max_chars,
                                         split_digits=p.split_digits)
         ctx.event("tokenizer_trained", vocab_size=tokenizer.vocab_size, seconds=time.perf_counter() - start)
         return tokenizer, None
@@ -355,7 +375,8 @@ class TrainMoELM(Stage):
 
         p = self.params
         seed = ctx.seed if p.seed is None else p.seed
-        texts = inputs["data"].ds.select_columns([p.text_key]).materialize()  # read upstream once
+        columns = [p.text_key] + ([p.prompt_key] if p.prompt_key else [])
+        texts = inputs["data"].ds.select_columns(columns).materialize()  # read upstream once
         tokenizer, tokenizer_source = self._tokenizer(texts, ctx)
         config = self._config(tokenizer)
         block = min(p.context_length, config.max_position_embeddings)
@@ -363,7 +384,7 @@ class TrainMoELM(Stage):
         start = time.perf_counter()
         blocks = texts.map_batches(
             pack_batch, batch_size=p.pack_docs, batch_format="pyarrow",
-            fn_kwargs={"tokenizer": tokenizer, "text_key": p.text_key, "block": block},
+            fn_kwargs={"tokenizer": tokenizer, "text_key": p.text_key, "block": block, "prompt_key": p.prompt_key},
         ).materialize()
         n_blocks = blocks.count()
         if n_blocks < p.num_workers * p.batch_size:
@@ -398,7 +419,7 @@ class TrainMoELM(Stage):
         _write_generation_config(model_dir, tokenizer)
         artifact = ModelArtifact(str(model_dir), config={
             "kind": KIND, "architecture": config.architecture, "model": config.to_dict(),
-            "context_length": block, "text_key": p.text_key,
+            "context_length": block, "text_key": p.text_key, "prompt_key": p.prompt_key,
             "tokenizer": {"vocab_size": tokenizer.vocab_size, "source": tokenizer_source,
                           "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
                           "pad_token_id": tokenizer.pad_token_id, "stop_token_ids": tokenizer.stop_token_ids},

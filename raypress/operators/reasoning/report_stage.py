@@ -2,8 +2,10 @@
 
 Per run: questions, success rate with a percentile-bootstrap 95% interval (resampling questions),
 mean model calls and rounds over all questions and over the solved ones, tokens, failed calls,
-the share of solved paths that contain a step the exact checker calls wrong, and success per
-family. An ``ablation`` list of run names (e.g. CoMCTS with 1, 2, 3 policies) is reported in
+the share of solved paths that contain a step the exact checker calls wrong, *sound* success
+(solved by a path whose every step the exact checker accepts: a right final answer reached by
+wrong arithmetic is a lucky guess, common where answers are small integers, and worthless as SFT
+data) with its own interval, and success per family. An ``ablation`` list of run names (e.g. CoMCTS with 1, 2, 3 policies) is reported in
 order. Evaluation Reports (``evaluate_reasoning``: before / after SFT) are folded in when given.
 """
 
@@ -46,11 +48,15 @@ def summarise_run(rows: list[dict[str, Any]], resamples: int, rng: np.random.Gen
     """One line of the table."""
     solved = np.array([bool(r["solved"]) for r in rows], dtype=float)
     low, high = bootstrap_interval(solved, resamples, rng)
+    sound = np.array([bool(r["solved"]) and r.get("path_has_wrong_step") is False for r in rows], dtype=float)
+    sound_low, sound_high = bootstrap_interval(sound, resamples, rng)
     solved_rows = [r for r in rows if r["solved"]]
     wrong_known = [r["path_has_wrong_step"] for r in solved_rows if r.get("path_has_wrong_step") is not None]
     families: dict[str, list[bool]] = defaultdict(list)
+    sound_families: dict[str, list[bool]] = defaultdict(list)
     for r in rows:
         families[r["family"]].append(bool(r["solved"]))
+        sound_families[r["family"]].append(bool(r["solved"]) and r.get("path_has_wrong_step") is False)
     failures: dict[str, int] = defaultdict(int)
     for r in rows:
         for name, count in json.loads(r.get("failures") or "{}").items():
@@ -59,6 +65,7 @@ def summarise_run(rows: list[dict[str, Any]], resamples: int, rng: np.random.Gen
         "run": rows[0]["run"], "method": rows[0]["method"], "policies": json.loads(rows[0]["policies"]),
         "questions": len(rows), "solved": int(solved.sum()), "success_rate": float(solved.mean()),
         "ci95": [low, high],
+        "sound_success_rate": float(sound.mean()), "sound_ci95": [sound_low, sound_high],
         "calls_mean": _mean([r["calls"] for r in rows]), "calls_mean_solved": _mean([r["calls"] for r in solved_rows]),
         "rounds_mean": _mean([r["rounds"] for r in rows]),
         "rounds_mean_solved": _mean([r["rounds"] for r in solved_rows]),
@@ -68,12 +75,13 @@ def summarise_run(rows: list[dict[str, Any]], resamples: int, rng: np.random.Gen
         "solved_with_wrong_step_known": len(wrong_known),
         "reflective_paths": sum(1 for r in solved_rows if r.get("reflective_path")),
         "success_by_family": {f: float(np.mean(v)) for f, v in sorted(families.items())},
+        "sound_success_by_family": {f: float(np.mean(v)) for f, v in sorted(sound_families.items())},
     }
 
 
 def markdown_table(lines: list[dict[str, Any]]) -> str:
-    head = ("| run | method | policies | n | success (95% CI) | calls (all / solved) | rounds (all / solved) "
-            "| tokens | solved with a wrong step |\n|---|---|---|---|---|---|---|---|---|\n")
+    head = ("| run | method | policies | n | success (95% CI) | sound success (95% CI) | calls (all / solved) "
+            "| rounds (all / solved) | tokens | solved with a wrong step |\n|---|---|---|---|---|---|---|---|---|---|\n")
 
     def f(x: float | None, digits: int = 2) -> str:
         return "–" if x is None else f"{x:.{digits}f}"
@@ -83,6 +91,7 @@ def markdown_table(lines: list[dict[str, Any]]) -> str:
         wrong = s["solved_with_wrong_step_rate"]
         body += (f"| {s['run']} | {s['method']} | {', '.join(s['policies'])} | {s['questions']} | "
                  f"{100 * s['success_rate']:.1f}% ({100 * s['ci95'][0]:.1f}–{100 * s['ci95'][1]:.1f}) | "
+                 f"{100 * s['sound_success_rate']:.1f}% ({100 * s['sound_ci95'][0]:.1f}–{100 * s['sound_ci95'][1]:.1f}) | "
                  f"{f(s['calls_mean'])} / {f(s['calls_mean_solved'])} | {f(s['rounds_mean'])} / "
                  f"{f(s['rounds_mean_solved'])} | {f(s['tokens_mean'], 0)} | "
                  f"{'–' if wrong is None else f'{100 * wrong:.1f}%'} |\n")

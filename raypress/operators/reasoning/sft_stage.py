@@ -1,7 +1,8 @@
 """``collective_sft``: fine-tune a policy on the search output (Mulberry's collective SFT).
 
 The SFT records of ``comcts_search`` rows (correct paths, and reflective paths when
-``include_reflection``) become training texts (the question prompt followed by the solution) and
+``include_reflection``) become training examples (the question prompt, then the solution, learned
+with the loss on the solution only) and
 ``train_moe_lm`` continues training the chosen policy from its weights, on 2 Ray Train workers.
 """
 
@@ -38,15 +39,15 @@ class CollectiveSFTParams(Params):
     seed: int = 0
 
 
-def sft_texts(rows: list[dict], include_reflection: bool) -> tuple[list[str], dict[str, int]]:
-    """Training texts from the rows' SFT records, and how many of each kind."""
+def sft_texts(rows: list[dict], include_reflection: bool) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Training examples ``(prompt, response)`` from the rows' SFT records, and how many of each kind."""
     texts, kinds = [], {"correct": 0, "reflective": 0}
     for row in rows:
         for record in json.loads(row.get("sft") or "[]"):
             if record["kind"] == "reflective" and not include_reflection:
                 continue
             user, assistant = record["messages"][0]["content"], record["messages"][1]["content"]
-            texts.append(user + assistant)
+            texts.append((user, assistant))
             kinds[record["kind"]] = kinds.get(record["kind"], 0) + 1
     return texts, kinds
 
@@ -76,10 +77,10 @@ class CollectiveSFT(Stage):
         ctx.event("sft_corpus", policy=name, records=len(texts), **kinds)
         # a small corpus (few solved questions) is repeated until it fills a batch on every worker
         chars_needed = p.num_workers * p.batch_size * CONTEXT * CHARS_PER_TOKEN_BOUND
-        repeat = max(p.repeat, -(-chars_needed // max(1, sum(map(len, texts)))))
-        corpus = ray.data.from_items([{"text": t} for t in texts * repeat])
+        repeat = max(p.repeat, -(-chars_needed // max(1, sum(len(q) + len(a) for q, a in texts))))
+        corpus = ray.data.from_items([{"prompt": q, "text": a} for q, a in texts * repeat])
         trainer = TrainMoELM(TrainMoELMParams(
-            init_from=dirs[name], context_length=CONTEXT, batch_size=p.batch_size, lr=p.lr, warmup_steps=10,
+            init_from=dirs[name], prompt_key="prompt", context_length=CONTEXT, batch_size=p.batch_size, lr=p.lr, warmup_steps=10,
             max_steps=p.max_steps, max_minutes=p.max_minutes, num_workers=p.num_workers, seed=p.seed))
         artifact = trainer.run({"data": DatasetArtifact(corpus)}, dataclasses.replace(ctx))
         artifact.config["sft"] = {"base_policy": name, "records": kinds, "include_reflection": p.include_reflection}

@@ -224,6 +224,13 @@ class Countdown(RgFamily):
         meta = entry["metadata"]
         return reachable(tuple(meta["numbers"]), meta["target"]) and super().accept(entry)
 
+    def prompt(self, task: Task, steps: list[str]) -> str:
+        """The question without reasoning-gym's answer-format instructions (its text after the first
+        blank line): the Answer line's format is learned from the solutions, and the instructions
+        were three quarters of the prompt, which a small policy reads on every call."""
+        question = task.question.split("\n\n", 1)[0].strip()
+        return f"{question}\nSolution:\n" + "".join(f"{s}\n" for s in steps)
+
     def score(self, task: Task, final_answer: str) -> bool:
         # reasoning-gym parses the answer with sympy (which evaluates it): only plain arithmetic
         # may reach it, never arbitrary model output.

@@ -5,7 +5,9 @@ Each policy's corpus is generated from the input task rows: for each example a t
 drawn by the policy's mix weights, then its worked solution, or (with probability
 ``flawed_rate``) a solution with one flawed step of the policy's ``flawed_kinds``. The text is
 exactly what the search later asks for: the family's prompt followed by the solution and
-``Answer:`` line. Training reuses ``train_moe_lm`` (a dense model is an MoE with one expert).
+``Answer:`` line; the loss is on the solution only (the prompt's numbers are random, learning to
+predict them only takes capacity away). Training reuses ``train_moe_lm`` (a dense model is an MoE
+with one expert).
 """
 
 from __future__ import annotations
@@ -70,8 +72,14 @@ class TrainPoliciesParams(Params):
     parallel: int = Field(2, ge=1, description="policies trained at the same time")
 
 
-def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int) -> list[str]:
-    """``n`` training texts (prompt + solution) for one policy, deterministic for ``spec.seed``."""
+def without_questions(tasks: list[Task], banned: set[str]) -> list[Task]:
+    """The tasks whose question text is not in ``banned`` (exact text: the same numbers, the same
+    words), so no evaluated question was seen in training."""
+    return [t for t in tasks if t.question not in banned]
+
+
+def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int) -> list[tuple[str, str]]:
+    """``n`` training examples ``(prompt, solution)`` for one policy, deterministic for ``spec.seed``."""
     from raypress.operators.reasoning.tasks import get_family, solution_text
 
     by_family: dict[str, list[Task]] = {}
@@ -93,7 +101,7 @@ def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int) -> list[str]:
         if rng.random() < spec.flawed_rate:
             with suppress(ValueError):  # nothing in this solution can be flawed that way: it stays correct
                 steps, final = family.flawed_solution(task, rng, rng.choice(spec.flawed_kinds))
-        texts.append(family.prompt(task, []) + solution_text(steps, final))
+        texts.append((family.prompt(task, []), solution_text(steps, final)))
     return texts
 
 
@@ -102,7 +110,10 @@ class TrainPolicies(Stage):
     """Train K small policy LMs (Ray Train), each on worked solutions from its own data mix -> a policy-set Model."""
 
     Params = TrainPoliciesParams
-    inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
+    inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "exclude": ArtifactType.DATASET}
+    # `exclude`: questions never to train on (the search and held-out sets): small task spaces
+    # (two single-digit steps) repeat questions across generator seeds
+    optional_inputs: ClassVar[frozenset[str]] = frozenset({"exclude"})
     output: ClassVar[ArtifactType] = ArtifactType.MODEL
     resources: ClassVar[Resources] = Resources(num_cpus=0)
 
@@ -116,9 +127,17 @@ class TrainPolicies(Stage):
         tasks = [task_from_row(row) for row in inputs["data"].ds.take_all()]  # type: ignore[union-attr]
         if not tasks:
             raise ValueError(f"node {ctx.node_id!r}: the task input is empty")
+        if "exclude" in inputs:
+            banned = {r["question"] for r in inputs["exclude"].ds.select_columns(["question"]).take_all()}  # type: ignore[union-attr]
+            before = len(tasks)
+            tasks = without_questions(tasks, banned)
+            ctx.event("policy_tasks", kept=len(tasks), excluded=before - len(tasks), exclude_questions=len(banned))
+            if not tasks:
+                raise ValueError(f"node {ctx.node_id!r}: every training task is in `exclude`")
         def train(spec: PolicySpec) -> ModelArtifact:
-            texts = policy_corpus(spec, tasks, p.examples_per_policy)
-            ctx.event("policy_corpus", policy=spec.name, texts=len(texts), mix=spec.mix, flawed_rate=spec.flawed_rate)
+            examples = policy_corpus(spec, tasks, p.examples_per_policy)
+            ctx.event("policy_corpus", policy=spec.name, texts=len(examples), mix=spec.mix,
+                      flawed_rate=spec.flawed_rate)
             sub = dataclasses.replace(ctx, node_id=f"{ctx.node_id}-{spec.name}")
             trainer = TrainMoELM(TrainMoELMParams(
                 vocab_size=p.vocab_size, split_digits=True, hidden_size=p.hidden_size,
@@ -127,8 +146,10 @@ class TrainPolicies(Stage):
                 num_local_experts=p.num_local_experts, num_experts_per_tok=p.num_experts_per_tok,
                 context_length=p.context_length, batch_size=p.batch_size, lr=p.lr, max_steps=p.max_steps,
                 max_minutes=p.max_minutes, num_workers=p.num_workers, seed=spec.seed, warmup_steps=20,
+                prompt_key="prompt",
             ))
-            return trainer.run({"data": DatasetArtifact(ray.data.from_items([{"text": t} for t in texts]))}, sub)
+            rows = [{"prompt": prompt, "text": solution} for prompt, solution in examples]
+            return trainer.run({"data": DatasetArtifact(ray.data.from_items(rows))}, sub)
 
         # Trainings overlap (each Ray Train run spends most of a minute starting up); Ray queues
         # the workers that do not fit the cluster.
