@@ -1,4 +1,5 @@
-"""Where a training stage's Ray Train run keeps its files, and turning its checkpoint into the Model dir.
+"""Where a training stage's Ray Train run keeps its files, turning its checkpoint into the Model dir,
+and relaying the workers' progress to the run's events.
 
 Why shared: every training stage wants the same life cycle — a fresh storage folder per node (a
 rerun trains afresh), the final checkpoint copied to ``models/<node>``, and the Ray Train folder
@@ -8,6 +9,7 @@ removed afterwards so the Model dir is the one copy kept.
 from __future__ import annotations
 
 import shutil
+import threading
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -31,3 +33,38 @@ def keep_checkpoint(result: Any, ctx: RunContext, storage: Path) -> Path:
     with suppress(OSError):
         storage.rmdir()  # when no other training node left files there
     return model_dir
+
+
+class ProgressPump:
+    """Drains the workers' progress queue into the run's events from a driver thread while ``fit`` runs."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        from ray.util.queue import Queue
+
+        self.queue = Queue(actor_options={"num_cpus": 0})  # must not take a CPU the workers need
+        self.ctx = ctx
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _emit(self, metrics: dict[str, Any]) -> None:
+        self.ctx.event("train_progress", **metrics)
+
+    def _run(self) -> None:
+        from ray.util.queue import Empty
+
+        while not self._stop.is_set():
+            with suppress(Empty):
+                self._emit(self.queue.get(timeout=0.5))
+
+    def __enter__(self) -> "ProgressPump":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        with suppress(Exception):  # the queue actor may already be gone if Ray is shutting down
+            for metrics in self.queue.get_nowait_batch(self.queue.qsize()):
+                self._emit(metrics)
+        with suppress(Exception):
+            self.queue.shutdown()

@@ -23,7 +23,7 @@ def test_mulberry_pipeline_small(ray_session, tmp_path):
     overrides += [
         "train_tasks.n_per_family=400", "search_tasks.n_per_family=10", "heldout_tasks.n_per_family=10",
         # step-bound training: a time budget gave weaker policies on a loaded machine (nothing solved)
-        "policies.examples_per_policy=3000", "policies.max_steps=150", "policies.max_minutes=10",
+        "policies.examples_per_policy=3000", "policies.max_steps=600", "policies.max_minutes=10",
         "policies.batch_size=16", "policies.hidden_size=64",
         "policies.intermediate_size=128", "policies.num_hidden_layers=2", "policies.context_length=64",
         "policies.parallel=2",  # two one-worker trainings overlap their Ray Train start-ups

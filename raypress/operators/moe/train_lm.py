@@ -30,10 +30,9 @@ import json
 import math
 import os
 import tempfile
-import threading
 import time
 from collections import deque
-from contextlib import nullcontext, suppress
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
@@ -49,7 +48,7 @@ from raypress.models.moe_checkpoint import from_hf_dict, load_moe, save_moe
 from raypress.models.moe_config import MoEConfig
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
-from raypress.operators.train_storage import fresh_storage, keep_checkpoint
+from raypress.operators.train_storage import ProgressPump, fresh_storage, keep_checkpoint
 from raypress.schema import ArtifactType
 
 KIND = "moe_lm"
@@ -297,41 +296,6 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
 # the stage
 
 
-class _ProgressPump:
-    """Drains the workers' progress queue into the run's events from a driver thread while ``fit`` runs."""
-
-    def __init__(self, ctx: RunContext) -> None:
-        from ray.util.queue import Queue
-
-        self.queue = Queue(actor_options={"num_cpus": 0})  # must not take a CPU the workers need
-        self.ctx = ctx
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _emit(self, metrics: dict[str, Any]) -> None:
-        self.ctx.event("train_progress", **metrics)
-
-    def _run(self) -> None:
-        from ray.util.queue import Empty
-
-        while not self._stop.is_set():
-            with suppress(Empty):
-                self._emit(self.queue.get(timeout=0.5))
-
-    def __enter__(self) -> "_ProgressPump":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        with suppress(Exception):  # the queue actor may already be gone if Ray is shutting down
-            for metrics in self.queue.get_nowait_batch(self.queue.qsize()):
-                self._emit(metrics)
-        with suppress(Exception):
-            self.queue.shutdown()
-
-
 @register("train_moe_lm")
 class TrainMoELM(Stage):
     """Train a mixture-of-experts language model (and its BPE tokenizer) on a text Dataset with Ray Train -> Model.
@@ -395,7 +359,7 @@ class TrainMoELM(Stage):
         use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= p.num_workers
 
         storage = fresh_storage(ctx)
-        with _ProgressPump(ctx) as pump:
+        with ProgressPump(ctx) as pump:
             trainer = TorchTrainer(
                 _train_loop,
                 train_loop_config={

@@ -1,0 +1,1 @@
+"""BridgePure on raypress: image codecs, availability-attack protections, bridge training, purification."""
