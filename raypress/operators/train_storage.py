@@ -68,3 +68,16 @@ class ProgressPump:
                 self._emit(metrics)
         with suppress(Exception):
             self.queue.shutdown()
+
+
+def all_sum(values: list[float], device: Any) -> list[float]:
+    """Sum ``values`` over the Ray Train workers (as float64 on ``device``); unchanged on one worker.
+
+    Why here: every training loop logs means over all workers and agrees on one clock."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(t)
+    return t.tolist()

@@ -48,7 +48,7 @@ from raypress.models.moe_checkpoint import from_hf_dict, load_moe, save_moe
 from raypress.models.moe_config import MoEConfig
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
-from raypress.operators.train_storage import ProgressPump, fresh_storage, keep_checkpoint
+from raypress.operators.train_storage import ProgressPump, all_sum, fresh_storage, keep_checkpoint
 from raypress.schema import ArtifactType
 
 KIND = "moe_lm"
@@ -216,12 +216,6 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
     budget_s = config["max_minutes"] * 60 if config["max_minutes"] else math.inf
     queue = config.get("progress_queue")
 
-    def all_sum(values: list[float]) -> list[float]:
-        t = torch.tensor(values, dtype=torch.float64, device=device)
-        if distributed:
-            dist.all_reduce(t)
-        return t.tolist()
-
     history: list[dict[str, Any]] = []
     window = [0.0, 0.0, 0.0, 0.0]  # lm loss sum, aux loss sum, steps, tokens (this worker)
     step, epoch, total_tokens = 0, 0, 0
@@ -230,7 +224,7 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
 
     def log() -> None:
         nonlocal window, last_log
-        lm, aux, steps, tokens = all_sum(window)
+        lm, aux, steps, tokens = all_sum(window, device)
         now = time.perf_counter()
         metrics = {"step": step, "epoch": epoch, "loss": lm / steps, "aux_loss": aux / steps,
                    "lr": optimizer.param_groups[0]["lr"], "tokens_per_s": tokens / max(now - last_log, 1e-9),
@@ -278,7 +272,7 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
     if window[2]:
         log()
     seconds = time.perf_counter() - start
-    tokens, recent_sum, recent_n = all_sum([float(total_tokens), sum(recent), float(len(recent))])
+    tokens, recent_sum, recent_n = all_sum([float(total_tokens), sum(recent), float(len(recent))], device)
     summary = {"steps": step, "epochs": epoch, "initial_loss": history[0]["loss"],
                "final_loss": recent_sum / recent_n,  # mean of the last log_every steps: less noisy than one
                "final_aux_loss": history[-1]["aux_loss"], "tokens": int(tokens), "seconds": seconds,

@@ -50,6 +50,7 @@ from raypress.models.ddbm import VEBridge, ema_model
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.purification.images import decode_image
 from raypress.operators.registry import register
+from raypress.operators.train_storage import all_sum
 from raypress.schema import ID_COL, ArtifactType
 
 PAIRS_NEEDED = ("train_bridge needs leaked pairs: rows with image and clean_image "
@@ -171,12 +172,6 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
     budget_s = config["max_minutes"] * 60 if config["max_minutes"] else math.inf
     queue = config.get("progress_queue")
 
-    def all_sum(values: list[float]) -> list[float]:
-        t = torch.tensor(values, dtype=torch.float64, device=device)
-        if distributed:
-            dist.all_reduce(t)
-        return t.tolist()
-
     history: list[dict[str, Any]] = []
     window = [0.0, 0.0]  # loss sum, steps (this worker, since the last log)
     recent: deque[float] = deque(maxlen=config["log_every"])
@@ -185,7 +180,7 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
 
     def log() -> None:
         nonlocal window
-        loss_sum, steps = all_sum(window)
+        loss_sum, steps = all_sum(window, device)
         metrics = {"step": step, "loss": loss_sum / steps, "elapsed_s": time.perf_counter() - start}
         history.append(metrics)
         if rank == 0 and queue is not None:
@@ -220,7 +215,7 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
             log()
     if window[1]:
         log()
-    recent_sum, recent_n = all_sum([sum(recent), float(len(recent))])
+    recent_sum, recent_n = all_sum([sum(recent), float(len(recent))], device)
     summary = {"steps": step, "stopped_by": stopped_by, "initial_loss": history[0]["loss"],
                "final_loss": recent_sum / recent_n,  # mean of the last log_every steps: less noisy than one
                "seconds": time.perf_counter() - start, "pairs": len(pairs.ids),
