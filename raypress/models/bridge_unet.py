@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from raypress.models.config_dict import checked_fields, config_to_dict
 
 KIND = "bridgepure_ddbm"  # the `kind` in config.json of a saved bridge model
 CONFIG_FILE = "config.json"
@@ -44,16 +46,23 @@ class BridgeUNetConfig:
     num_heads: int = 4
     norm_groups: int = 8
     dropout: float = 0.0
+    # Pixels per side folded into channels before the first conv and unfolded after the last
+    # (pixel_unshuffle / pixel_shuffle, lossless): 2 runs the U-Net at 14x14 for a quarter of the
+    # FLOPs, which is what makes 6,000 training steps and 10k purified images fit a CPU budget.
+    patch_size: int = 1
 
     def __post_init__(self) -> None:
         self.channel_mult = tuple(int(m) for m in self.channel_mult)
         levels = len(self.channel_mult)
         if levels < 1:
             raise ValueError("channel_mult needs at least one resolution level")
-        if self.image_size % (2 ** (levels - 1)):
+        if self.patch_size < 1 or self.image_size % self.patch_size:
+            raise ValueError(f"patch_size {self.patch_size} must be >= 1 and divide image_size {self.image_size}")
+        inner = self.image_size // self.patch_size
+        if inner % (2 ** (levels - 1)):
             raise ValueError(
-                f"image_size {self.image_size} must be divisible by 2**{levels - 1} "
-                f"for {levels} resolution levels (channel_mult={self.channel_mult})"
+                f"image_size {self.image_size} / patch_size {self.patch_size} = {inner} must be divisible by "
+                f"2**{levels - 1} for {levels} resolution levels (channel_mult={self.channel_mult})"
             )
         for mult in self.channel_mult:
             width = self.base_channels * mult
@@ -63,17 +72,11 @@ class BridgeUNetConfig:
                 raise ValueError(f"channel width {width} is not divisible by num_heads {self.num_heads}")
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["channel_mult"] = list(self.channel_mult)
-        return data
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "BridgeUNetConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown BridgeUNetConfig keys {unknown} (known: {sorted(known)})")
-        return cls(**dict(data))
+        return cls(**checked_fields(cls, data))
 
 
 def timestep_embedding(c_noise: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
@@ -143,7 +146,8 @@ class BridgeUNet(nn.Module):
         cfg = self.config = config or BridgeUNetConfig()
         ch0, groups, emb_dim = cfg.base_channels, cfg.norm_groups, 4 * cfg.base_channels
         self.time_embed = nn.Sequential(nn.Linear(ch0, emb_dim), nn.SiLU(), nn.Linear(emb_dim, emb_dim))
-        self.input_conv = nn.Conv2d(2 * cfg.in_channels, ch0 * cfg.channel_mult[0], 3, padding=1)
+        folded = cfg.in_channels * cfg.patch_size ** 2
+        self.input_conv = nn.Conv2d(2 * folded, ch0 * cfg.channel_mult[0], 3, padding=1)
 
         widths = [ch0 * m for m in cfg.channel_mult]
         last = len(widths) - 1
@@ -175,12 +179,14 @@ class BridgeUNet(nn.Module):
             self.upsample.append(nn.Conv2d(ch, ch, 3, padding=1) if level > 0 else nn.Identity())
 
         self.out_norm = nn.GroupNorm(groups, ch)
-        self.out_conv = _zero(nn.Conv2d(ch, cfg.in_channels, 3, padding=1))
+        self.out_conv = _zero(nn.Conv2d(ch, folded, 3, padding=1))
 
     def forward(self, x: torch.Tensor, c_noise: torch.Tensor, x_T: torch.Tensor) -> torch.Tensor:
         """x: c_in-scaled x_t (B, C, H, W); c_noise: (B,) log-scaled noise level; x_T: (B, C, H, W)."""
         emb = self.time_embed(timestep_embedding(c_noise, self.config.base_channels).to(x.dtype))
-        h = self.input_conv(torch.cat([x, x_T], dim=1))
+        patch = self.config.patch_size
+        h = torch.cat([x, x_T], dim=1)
+        h = self.input_conv(F.pixel_unshuffle(h, patch) if patch > 1 else h)
         hs: list[torch.Tensor] = []
         for blocks, down in zip(self.down, self.downsample):
             for block in blocks:
@@ -193,7 +199,8 @@ class BridgeUNet(nn.Module):
                 h = block(torch.cat([h, hs.pop()], dim=1), emb)
             if not isinstance(up, nn.Identity):
                 h = up(F.interpolate(h, scale_factor=2.0, mode="nearest"))
-        return self.out_conv(F.silu(self.out_norm(h)))
+        out = self.out_conv(F.silu(self.out_norm(h)))
+        return F.pixel_shuffle(out, patch) if patch > 1 else out
 
 
 def save_bridge(model: BridgeUNet, config: Mapping[str, Any] | None, directory: str | Path) -> Path:

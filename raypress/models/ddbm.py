@@ -20,13 +20,15 @@ training/purify stages and the serving app share it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+from raypress.models.config_dict import checked_fields, config_to_dict
 
 Denoiser = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x_t, sigma per sample) -> x0_hat
 
@@ -142,15 +144,11 @@ class VEBridge:
             raise ValueError(f"need sigma_data > 0 and beta >= 0, got {self.sigma_data}, {self.beta}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "VEBridge":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown VEBridge keys {unknown} (known: {sorted(known)})")
-        return cls(**{k: float(v) for k, v in data.items()})
+        return cls(**{k: float(v) for k, v in checked_fields(cls, data).items()})
 
     # --- the bridge -------------------------------------------------------------------------
 

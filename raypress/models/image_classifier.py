@@ -22,13 +22,15 @@ training seed, with a ``config.json`` listing them: evaluation reports mean and 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from raypress.models.config_dict import checked_fields, config_to_dict
 
 KIND = "image_classifier"
 SET_KIND = "image_classifier_set"  # several seeds of one recipe: seed_<k>/ subdirectories
@@ -61,17 +63,11 @@ class ClassifierConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["image_size"] = list(self.image_size)
-        return data
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ClassifierConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown ClassifierConfig keys {unknown} (known: {sorted(known)})")
-        return cls(**dict(data))
+        return cls(**checked_fields(cls, data))
 
 
 def _conv_bn(in_ch: int, out_ch: int, stride: int = 1) -> nn.Sequential:

@@ -299,11 +299,9 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-def create_app(engine: Engine, model_name: str, api_key: str | None = None) -> FastAPI:
-    """The API over ``engine`` (started on first use); ``api_key``: require ``Authorization: Bearer``."""
-    server = OpenAIServer(engine, model_name)
-    app = FastAPI(title="raypress LLM", version="1")
-    app.state.server = server
+def install_guards(app: FastAPI, api_key: str | None) -> None:
+    """The bearer-token check (every path but ``OPEN_PATHS``) and OpenAI-style error bodies for every
+    error — shared by each raypress HTTP app, so a client sees one error shape and one auth rule."""
 
     @app.middleware("http")
     async def bearer_token(request: Request, call_next: Any) -> Any:
@@ -327,6 +325,15 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None) -> F
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = "not_found" if exc.status_code == 404 else None
         return APIError(exc.status_code, str(exc.detail), code=code).response()
+
+
+def create_app(engine: Engine, model_name: str, api_key: str | None = None) -> FastAPI:
+    """The API over ``engine`` (started on first use); ``api_key``: require ``Authorization: Bearer``."""
+    server = OpenAIServer(engine, model_name)
+    app = FastAPI(title="raypress LLM", version="1")
+    app.state.server = server
+
+    install_guards(app, api_key)
 
     @app.post("/v1/completions")
     async def completions(request: oa.CompletionRequest) -> Any:

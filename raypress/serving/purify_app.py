@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import re
 import threading
 import time
@@ -39,15 +38,13 @@ import numpy as np
 import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raypress.models.bridge_unet import load_bridge
 from raypress.models.ddbm import VEBridge, sampler_nfe
 from raypress.operators.purification.images import decode_image, encode_png, from_float, to_float
-from raypress.serving.openai_app import OPEN_PATHS, APIError, validation_error
+from raypress.serving.openai_app import APIError, install_guards, validation_error
 
 ONE_STEP = "one_step"  # the config "objective" of the supervised one-step baseline
 OBJECTIVES = ("bridge", ONE_STEP)  # what train_bridge writes
@@ -191,28 +188,7 @@ def create_purify_app(model: str | Path | Purifier, args: PurifyAppArgs | None =
     name = settings.served_name
     app = FastAPI(title="raypress purify", version="1")
 
-    @app.middleware("http")
-    async def bearer_token(request: Request, call_next: Any) -> Any:
-        key = settings.api_key
-        if key is not None and request.url.path not in OPEN_PATHS:
-            scheme, _, token = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
-                return APIError(401, "a valid API key is required (Authorization: Bearer <key>)",
-                                "authentication_error", code="invalid_api_key").response()
-        return await call_next(request)
-
-    @app.exception_handler(APIError)
-    async def api_error(_: Request, exc: APIError) -> JSONResponse:
-        return exc.response()
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return validation_error(exc).response()
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = "not_found" if exc.status_code == 404 else None
-        return APIError(exc.status_code, str(exc.detail), code=code).response()
+    install_guards(app, settings.api_key)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

@@ -226,6 +226,26 @@ def test_unet_forward_shape_and_zero_initial_output() -> None:
         BridgeUNetConfig(channel_mult=(1, 2, 2, 2))  # 28 is not divisible by 8
 
 
+def test_patch_size_folds_pixels_into_channels_and_back() -> None:
+    cfg = BridgeUNetConfig(base_channels=8, channel_mult=(1, 2), num_res_blocks=1, attention=False,
+                           norm_groups=4, patch_size=2)
+    model = BridgeUNet(cfg)
+    assert model.input_conv.in_channels == 2 * 4 and model.out_conv.out_channels == 4
+    torch.nn.init.normal_(model.out_conv.weight)  # non-zero output, to see where each pixel lands
+    x, x_T = torch.randn(2, 1, 28, 28), torch.randn(2, 1, 28, 28)
+    c = VEBridge.c_noise(torch.tensor([0.5, 5.0]))
+    out = model(x, c, x_T)
+    assert out.shape == (2, 1, 28, 28)
+    # the network's output cells unfold back to pixels in pixel_shuffle order
+    inner = model.out_conv(torch.nn.functional.silu(model.out_norm(torch.zeros(1, 8, 14, 14))))
+    assert torch.equal(torch.nn.functional.pixel_shuffle(inner, 2)[0, 0, 0:2, 0:2].flatten(), inner[0, :, 0, 0])
+    with pytest.raises(ValueError, match="patch_size 3 must be >= 1 and divide image_size 28"):
+        BridgeUNetConfig(patch_size=3)
+    with pytest.raises(ValueError, match="28 / patch_size 2 = 14 must be divisible by 2\\*\\*2"):
+        BridgeUNetConfig(patch_size=2, channel_mult=(1, 2, 2), norm_groups=8)
+    assert BridgeUNetConfig.from_dict({"base_channels": 8, "norm_groups": 4}).patch_size == 1  # older configs
+
+
 def test_training_lowers_the_bridge_loss_on_sixteen_pairs() -> None:
     torch.manual_seed(0)
     model = BridgeUNet(BridgeUNetConfig(base_channels=4, channel_mult=(1, 2), num_res_blocks=1,
