@@ -14,6 +14,9 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         return
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    # Ray Train's controller polls its workers every 2 s by default, so every training stage waited up to
+    # 2 s at each state change (start, finish); 0.5 s took 4-5 s off a run here.
+    os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
     address = address or os.environ.get("RAY_ADDRESS") or None
     kwargs: dict = dict(
         logging_level=logging.WARNING,

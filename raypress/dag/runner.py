@@ -55,7 +55,8 @@ class Runner:
         self.cleanups: list[Callable[[], None]] = []
         root = str(self.store.root)
         for node in vp.nodes.values():  # `{run_dir}` in a parameter expands to the run directory
-            node.params = node.op_cls.Params.model_validate(expand_run_dir(node.params.model_dump(), root))
+            node.params = node.op_cls.Params.model_validate(  # only what was set: validators may ask
+                expand_run_dir(node.params.model_dump(exclude_unset=True), root))
 
     # -- events ---------------------------------------------------------------
     def emit(self, event: dict) -> None:
@@ -121,13 +122,16 @@ class Runner:
 
     # -- inputs -----------------------------------------------------------------
     def _inputs(self, node: VNode, side_only: bool = False) -> dict[str, Artifact]:
-        """Artifacts for each input slot (a list of Datasets becomes their union)."""
-        out: dict[str, Artifact] = {}
+        """Artifacts for each input slot (a list of Datasets becomes their union; a list slot of
+        Models/Reports stays a list, in the YAML's order)."""
+        out: dict[str, Any] = {}
         for slot, producers in node.slots.items():
             if side_only and slot == "data":
                 continue
             arts = [self.artifacts[p] for p in producers]
-            if len(arts) == 1:
+            if slot in node.op_cls.list_inputs:
+                out[slot] = arts
+            elif len(arts) == 1:
                 out[slot] = arts[0]
             else:
                 ds = arts[0].ds.union(*[a.ds for a in arts[1:]])
@@ -243,11 +247,17 @@ class Runner:
         import pyarrow as pa
         import ray.data
 
-        files = sorted(str(p) for p in out_dir.glob("part-*.parquet")) if out_dir.exists() else []
+        files = sorted(out_dir.glob("part-*.parquet")) if out_dir.exists() else []
         if not files:
             ds = ray.data.from_arrow(pa.table({"id": pa.array([], pa.string())}))
         else:
-            ds = ray.data.read_parquet(files)
+            ds = ray.data.read_parquet([str(f) for f in files])
+            # A small output is read once into the object store: each consumer then starts from its
+            # blocks instead of running its own read job (~2-5 s each here, and a node may have many
+            # consumers). A large one stays lazy, read per consumer, so memory never holds it all.
+            limit_mb = float(self.settings.get("in_memory_mb", 256))
+            if sum(f.stat().st_size for f in files) <= limit_mb * 2**20:
+                ds = ds.materialize()
         return DatasetArtifact(ds, path=str(out_dir), rows=rows)
 
     def _rows_in(self, node: VNode) -> int:

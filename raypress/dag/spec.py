@@ -7,6 +7,7 @@ starting anything.  Every node keeps the YAML path it came from, so problems can
 from __future__ import annotations
 
 import copy
+import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ class Settings:
         "max_error_ratio": 0.01,
         "keep_rejects": False,
         "np": None,
+        "in_memory_mb": 256,  # materialized outputs up to this size stay in the object store for their readers
     }
 
 
@@ -264,7 +266,8 @@ def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem]) -> lis
 
 
 def apply_overrides(spec: PipelineSpec, overrides) -> None:
-    """`--set NODE.PARAM=VALUE` (VALUE parsed as YAML); bad ones become problems."""
+    """`--set NODE.PARAM=VALUE` (VALUE parsed as YAML; NODE may be a glob such as `bridge_*`, setting
+    the param on every matching node); bad ones become problems."""
     by_id = {n.id: n for n in spec.nodes}
     for item in overrides or ():
         where = Problem("--set", None, "", key=item)
@@ -274,18 +277,27 @@ def apply_overrides(spec: PipelineSpec, overrides) -> None:
             continue
         target, raw_value = item.split("=", 1)
         node_id, param = target.split(".", 1)
-        if node_id not in by_id:
+        if any(ch in node_id for ch in "*?["):  # a glob sets one param on every matching node
+            targets = [nid for nid in by_id if fnmatch.fnmatchcase(nid, node_id)]
+            if not targets:
+                where.message = f"no node matches {node_id!r}"
+                spec.problems.append(where)
+                continue
+        elif node_id not in by_id:
             from raypress.operators.registry import did_you_mean
 
             where.message = f"no node {node_id!r}{did_you_mean(node_id, by_id)}"
             spec.problems.append(where)
             continue
+        else:
+            targets = [node_id]
         try:
             value = yaml.safe_load(raw_value) if raw_value != "" else ""
         except yaml.YAMLError as exc:
             where.message = f"value is not valid YAML: {exc}"
             spec.problems.append(where)
             continue
-        node = by_id[node_id]
-        node.params = copy.deepcopy(node.params)
-        node.params[param] = value
+        for nid in targets:
+            node = by_id[nid]
+            node.params = copy.deepcopy(node.params)
+            node.params[param] = copy.deepcopy(value)

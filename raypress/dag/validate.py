@@ -111,7 +111,7 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
                                         node=node.id, key=f"input.{slot}"))
                 continue
             want = declared[slot]
-            if len(producers) > 1 and want != ArtifactType.DATASET:
+            if len(producers) > 1 and want != ArtifactType.DATASET and slot not in node.op_cls.list_inputs:
                 problems.append(Problem(f, in_line, f"input {slot!r} takes one {want.value}, got a list",
                                         node=node.id, key=f"input.{slot}"))
             for pid in producers:
@@ -260,6 +260,10 @@ def _check_settings(spec: PipelineSpec) -> list[Problem]:
     if not isinstance(s.get("keep_rejects"), bool):
         problems.append(Problem(f, spec.line(("settings", "keep_rejects")), "keep_rejects must be true or false",
                                 key="settings.keep_rejects"))
+    mem = s.get("in_memory_mb")
+    if not isinstance(mem, (int, float)) or isinstance(mem, bool) or mem < 0:
+        problems.append(Problem(f, spec.line(("settings", "in_memory_mb")),
+                                f"in_memory_mb must be a number >= 0 (got {mem!r})", key="settings.in_memory_mb"))
     np_ = s.get("np")
     if np_ is not None and (not isinstance(np_, int) or np_ < 1):
         problems.append(Problem(f, spec.line(("np",)) or spec.line(("settings", "np")),

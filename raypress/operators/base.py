@@ -103,6 +103,9 @@ class Operator(ABC):
     batch_size: ClassVar[int | None] = 1024
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
     optional_inputs: ClassVar[frozenset[str]] = frozenset()  # slots of ``inputs`` a pipeline may leave out
+    # Model/Report slots that take a list of producers, handed to ``run`` as a list in the YAML's order
+    # (a list of Datasets is always their union instead)
+    list_inputs: ClassVar[frozenset[str]] = frozenset()
     output: ClassVar[ArtifactType] = ArtifactType.DATASET
 
     def __init__(self, params: Params, artifacts: dict[str, "Artifact"] | None = None):

@@ -28,7 +28,8 @@ def test_train_serve_benchmark(ray_session, tmp_path):
     ledger = run_pipeline(str(REPO / "pipelines" / "moe_train_serve.yaml"), run_dir=str(run_dir),
                           on_event=events.append, overrides=[
                               f"metadata.paths=['{metadata_glob}']", "model.max_minutes=0.3",
-                              "model.num_local_experts=4", f"endpoint.port={free_port()}",
+                              "model.num_local_experts=4", "model.num_workers=0",  # local mode: no actors
+                              f"endpoint.port={free_port()}",
                               "cap.concurrency=[1, 4]", "cap.limit=12", "cap.max_tokens=6"])
     try:
         assert ledger["adds_up"], ledger["problems"]

@@ -40,7 +40,7 @@ def test_mulberry_pipeline_small(ray_session, tmp_path):
         "search.search={budget: 8, max_tokens: 24}", "report.ablation=[comcts-1, comcts-2]",
         "sft.runs=[comcts-2]", "sft_reflection.runs=[comcts-2]",
         "sft.max_steps=20", "sft_reflection.max_steps=20", "sft.max_minutes=5", "sft_reflection.max_minutes=5",
-        "sft.num_workers=1", "sft_reflection.num_workers=1"]
+        "sft.num_workers=0", "sft_reflection.num_workers=0"]  # Ray Train local mode: no actors to start
     events: list[dict] = []
     ledger = run_pipeline(str(REPO / "pipelines" / "mulberry_comcts.yaml"), run_dir=str(tmp_path / "run"),
                           overrides=overrides, on_event=events.append)

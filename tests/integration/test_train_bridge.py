@@ -79,7 +79,8 @@ def bridge(ray_session, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def one_step(ray_session, tmp_path_factory):
-    return train(tmp_path_factory.mktemp("run"), "one_step", steps=120)
+    # Ray Train's local mode (the loop in this process): the bridge fixture covers the worker actors
+    return train(tmp_path_factory.mktemp("run"), "one_step", steps=120, num_workers=0)
 
 
 def test_registered():
@@ -113,6 +114,7 @@ def test_one_step_model_purifies_held_out_protected_images(one_step):
     model, _ = one_step
     summary = model.config["training"]
     assert summary["final_loss"] < 0.3 * summary["initial_loss"]
+    assert model.config["training"]["num_workers"] == 0 and summary["steps"] == 120
     table, clean, protected = pairs_rows(16, seed=1, prefix="test")  # garments never trained on
     out = Purify(Purify.Params(), {"model": model}).process_batch(table)
     purified = np.stack([decode_image(b, "x") for b in out.column("image").to_pylist()])

@@ -191,6 +191,16 @@ def test_train_one_learns_and_follows_its_seed():
     assert not torch.equal(model_a.state_dict()["body.head.4.weight"], model_c.state_dict()["body.head.4.weight"])
 
 
+def test_steps_replace_epochs_and_cut_the_last_pass_short():
+    images, labels = _two_blob_classes(40, 0)  # 3 batches of 16 per pass (16, 16, 8)
+    cfg = ClassifierConfig(width=4, num_classes=2).to_dict()
+    seen = []
+    _, summary = train_one(images, labels, cfg, seed=0, epochs=1, steps=7, batch_size=16, lr=3e-3,
+                           weight_decay=0.0, augment=False, on_epoch=seen.append)
+    assert summary["steps"] == 7 and summary["epochs"] == 3  # passes 1, 2 whole; pass 3 one batch
+    assert [m["epoch"] for m in seen] == [1, 2, 3]
+
+
 def test_accuracy_summary_by_hand():
     labels = np.array([0, 0, 1, 1])
     per_seed = {0: np.array([0, 0, 1, 1]), 1: np.array([0, 1, 1, 0]), 2: np.array([1, 1, 1, 1])}

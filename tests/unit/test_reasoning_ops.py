@@ -16,7 +16,7 @@ from raypress.operators.reasoning.judges import CollectiveJudge, ExactStepJudge,
 from raypress.operators.reasoning.policies import ActorPolicy, OpenAIPolicy
 from raypress.operators.reasoning.report_stage import bootstrap_interval, markdown_table, summarise_run
 from raypress.operators.reasoning.sft_stage import sft_texts
-from raypress.operators.reasoning.train_policies import PolicySpec, policy_corpus, without_questions
+from raypress.operators.reasoning.train_policies import PolicySpec, TrainPoliciesParams, policy_corpus, without_questions
 from raypress.operators.reasoning.types import Completion, Task
 
 pytest.importorskip("reasoning_gym")
@@ -184,3 +184,10 @@ def test_reasoning_families_round_trip_through_the_policy_prompt():
         question = task.question.split("\n\n", 1)[0] if name == "countdown" else task.question
         assert prompt.startswith(question) and prompt.endswith(steps[0] + "\n")
         assert (name == "countdown") == (len(prompt) < len(task.question))
+
+
+def test_local_mode_policies_train_one_at_a_time():
+    spec = [{"name": "a", "mix": {"chain_arithmetic": 1}}]
+    assert TrainPoliciesParams(policies=spec, num_workers=0, parallel=1).num_workers == 0
+    with pytest.raises(ValueError, match="parallel 2 needs num_workers >= 1: Ray Train's local mode"):
+        TrainPoliciesParams(policies=spec, num_workers=0, parallel=2)

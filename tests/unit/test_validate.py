@@ -143,6 +143,28 @@ def test_set_override_parsed_as_yaml_and_checked(tmp_path):
     assert "min_num" in text
 
 
+def test_set_override_with_a_glob_sets_every_matching_node(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text(textwrap.dedent("""\
+        nodes:
+          - id: src
+            op: read_jsonl
+            with: {paths: [a.jsonl]}
+          - id: words_a
+            op: words_num_filter
+            input: src
+          - id: words_b
+            op: words_num_filter
+            input: words_a
+        """))
+    vp = load_pipeline(path, ["words_*.min_num=7"])
+    assert vp.nodes["words_a"].params.min_num == 7 and vp.nodes["words_b"].params.min_num == 7
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(path, ["nothing_*.min_num=7", "words_?.min_num=many"])
+    text = "\n".join(map(str, info.value.problems))
+    assert "no node matches 'nothing_*'" in text and "min_num" in text
+
+
 def test_data_juicer_process_shorthand(tmp_path):
     path = tmp_path / "dj.yaml"
     path.write_text(textwrap.dedent("""\

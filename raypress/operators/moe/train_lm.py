@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 from collections import deque
 from contextlib import nullcontext
@@ -48,7 +47,14 @@ from raypress.models.moe_checkpoint import from_hf_dict, load_moe, save_moe
 from raypress.models.moe_config import MoEConfig
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
-from raypress.operators.train_storage import ProgressPump, all_sum, fresh_storage, keep_checkpoint
+from raypress.operators.train_storage import (
+    ProgressPump,
+    all_sum,
+    checkpoint_folder,
+    fresh_storage,
+    keep_checkpoint,
+    scaling_config,
+)
 from raypress.schema import ArtifactType
 
 KIND = "moe_lm"
@@ -95,7 +101,8 @@ class TrainMoELMParams(Params):
     max_minutes: float | None = Field(5.0, gt=0, description="wall-clock budget of the training loop")
     log_every: int = Field(10, ge=1, description="steps between loss / tokens-per-second reports")
     pack_docs: int = Field(256, ge=1, description="documents per packing task batch")
-    num_workers: int = Field(2, ge=1, description="Ray Train workers (one CPU, or one GPU, each)")
+    num_workers: int = Field(2, ge=0, description="Ray Train workers (one CPU, or one GPU, each). 0: Ray Train's "
+                                                  "local mode (the loop runs in the driver; no actors to start)")
     use_gpu: bool | None = Field(None, description="None: when the cluster has a GPU per worker")
     seed: int | None = Field(None, ge=0, description="None: the run's seed")
 
@@ -278,7 +285,7 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
                "final_aux_loss": history[-1]["aux_loss"], "tokens": int(tokens), "seconds": seconds,
                "tokens_per_s": tokens / seconds, "device": device.type}
     if rank == 0:
-        with tempfile.TemporaryDirectory() as tmp:
+        with checkpoint_folder(config["local_mode"]) as tmp:
             save_moe(net, tmp)
             ray.train.report(summary, checkpoint=ray.train.Checkpoint.from_directory(tmp))
         return {"history": history, "summary": summary}
@@ -345,15 +352,15 @@ class TrainMoELM(Stage):
             fn_kwargs={"tokenizer": tokenizer, "text_key": p.text_key, "block": block, "prompt_key": p.prompt_key},
         ).materialize()
         n_blocks = blocks.count()
-        if n_blocks < p.num_workers * p.batch_size:
+        if n_blocks < max(p.num_workers, 1) * p.batch_size:
             raise ValueError(f"{n_blocks} blocks of {block} tokens: need at least num_workers * batch_size = "
-                             f"{p.num_workers * p.batch_size} (more text, or a smaller batch_size/context_length)")
+                             f"{max(p.num_workers, 1) * p.batch_size} (more text, or a smaller batch_size/context_length)")
         ctx.event("train_data", blocks=n_blocks, tokens=n_blocks * block, context_length=block,
                   seconds=time.perf_counter() - start)
-        use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= p.num_workers
+        use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= max(p.num_workers, 1)
 
         storage = fresh_storage(ctx)
-        with ProgressPump(ctx) as pump:
+        with ProgressPump(ctx, local_mode=p.num_workers == 0) as pump:
             trainer = TorchTrainer(
                 _train_loop,
                 train_loop_config={
@@ -361,9 +368,9 @@ class TrainMoELM(Stage):
                     "batch_size": p.batch_size, "lr": p.lr, "min_lr_ratio": p.min_lr_ratio,
                     "warmup_steps": p.warmup_steps, "weight_decay": p.weight_decay, "grad_clip": p.grad_clip,
                     "max_steps": p.max_steps, "max_minutes": p.max_minutes, "log_every": p.log_every,
-                    "progress_queue": pump.queue,
+                    "progress_queue": pump.queue, "local_mode": p.num_workers == 0,
                 },
-                scaling_config=ray.train.ScalingConfig(num_workers=p.num_workers, use_gpu=use_gpu),
+                scaling_config=scaling_config(p.num_workers, use_gpu),
                 run_config=ray.train.RunConfig(storage_path=str(storage), name=ctx.node_id),
                 datasets={"train": blocks},
             )

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -61,6 +60,7 @@ from raypress.models.image_classifier import (
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.purification.images import decode_image
 from raypress.operators.registry import register
+from raypress.operators.train_storage import checkpoint_folder
 from raypress.schema import ID_COL, ArtifactType
 
 
@@ -137,13 +137,15 @@ def crop_flip(batch: torch.Tensor, generator: torch.Generator, pad: int = 2) -> 
 
 def train_one(images: np.ndarray, labels: np.ndarray, model_config: dict[str, Any], seed: int, *,
               epochs: int, batch_size: int, lr: float, weight_decay: float, augment: bool,
-              device: torch.device | str = "cpu",
+              steps: int | None = None, device: torch.device | str = "cpu",
               on_epoch: Callable[[dict[str, Any]], None] | None = None) -> tuple[ImageClassifier, dict[str, Any]]:
     """Train one classifier from ``seed`` (weights, batch order and augmentation all follow it).
 
     AdamW with a one-cycle learning rate (15% linear warm-up, then cosine to ~0): a fixed, short
-    budget needs no tuning of when to decay. ``on_epoch`` gets each epoch's mean loss and
-    accuracy on the (augmented) training batches."""
+    budget needs no tuning of when to decay. ``steps`` (when set) replaces ``epochs``: exactly that
+    many optimizer steps, passing over the data as often as needed (the last pass cut short), so a
+    small set can be trained as long as a large one. ``on_epoch`` gets each pass's mean loss and
+    accuracy on the (augmented) training batches it saw."""
     if len(images) == 0:
         raise ValueError("no training rows")
     device = torch.device(device)
@@ -153,18 +155,26 @@ def train_one(images: np.ndarray, labels: np.ndarray, model_config: dict[str, An
     x_all = torch.tensor(np.asarray(images), device=device).unsqueeze(1)  # uint8 (N, 1, H, W); a copy: Ray's
     y_all = torch.tensor(np.asarray(labels), device=device)  # arrays are read-only
     steps_per_epoch = math.ceil(len(x_all) / batch_size)
+    total_steps = steps if steps is not None else epochs * steps_per_epoch
+    epochs = math.ceil(total_steps / steps_per_epoch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=epochs * steps_per_epoch,
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=total_steps,
                                                    pct_start=0.15)
     history: list[dict[str, Any]] = []
     start = time.perf_counter()
+    done = 0
     for epoch in range(1, epochs + 1):
         model.train()
         order = torch.randperm(len(x_all), generator=generator).to(device)
         loss_sum = torch.zeros((), device=device)
         correct = torch.zeros((), device=device, dtype=torch.long)
+        seen = 0
         for first in range(0, len(order), batch_size):
+            if done == total_steps:
+                break
+            done += 1
             idx = order[first:first + batch_size]
+            seen += len(idx)
             x = x_all[idx].float() / 255.0
             if augment:
                 x = crop_flip(x, generator)
@@ -176,12 +186,12 @@ def train_one(images: np.ndarray, labels: np.ndarray, model_config: dict[str, An
             schedule.step()
             loss_sum += loss.detach() * len(idx)
             correct += (logits.detach().argmax(1) == y_all[idx]).sum()
-        metrics = {"seed": seed, "epoch": epoch, "loss": float(loss_sum) / len(x_all),
-                   "accuracy": float(correct) / len(x_all), "elapsed_s": time.perf_counter() - start}
+        metrics = {"seed": seed, "epoch": epoch, "loss": float(loss_sum) / seen,
+                   "accuracy": float(correct) / seen, "elapsed_s": time.perf_counter() - start}
         history.append(metrics)
         if on_epoch is not None:
             on_epoch(metrics)
-    summary = {"seed": seed, "epochs": epochs, "steps": epochs * steps_per_epoch,
+    summary = {"seed": seed, "epochs": epochs, "steps": total_steps,
                "initial_loss": history[0]["loss"], "final_loss": history[-1]["loss"],
                "final_accuracy": history[-1]["accuracy"], "seconds": time.perf_counter() - start,
                "device": device.type}
@@ -244,10 +254,11 @@ def _train_loop(config: dict[str, Any]) -> None:
         if queue is not None:
             queue.put({**metrics, "rank": rank})
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with checkpoint_folder(config["local_mode"]) as tmp:
         for seed in mine:
             model, summary = train_one(
-                images, labels, config["model"], seed, epochs=config["epochs"], batch_size=config["batch_size"],
+                images, labels, config["model"], seed, epochs=config["epochs"], steps=config.get("steps"),
+                batch_size=config["batch_size"],
                 lr=config["lr"], weight_decay=config["weight_decay"], augment=config["augment"], device=device,
                 on_epoch=progress)
             save_classifier(model, Path(tmp) / f"seed_{seed}", {"seed": seed, "training": summary})
@@ -264,13 +275,17 @@ class TrainClassifierParams(Params):
     width: int = Field(32, ge=1, description="channels of the first conv; later layers are multiples")
     num_classes: int = Field(10, ge=2, description="labels must lie in [0, num_classes)")
     epochs: int = Field(5, ge=1)
+    steps: int | None = Field(None, ge=1, description="optimizer steps instead of epochs (passes repeat the data "
+                                                      "as often as needed): trains a small set (the leaked-only "
+                                                      "baseline) as long as a large one, so it is not starved")
     batch_size: int = Field(128, ge=1)
     lr: float = Field(3e-3, gt=0, description="peak AdamW learning rate of the one-cycle schedule")
     weight_decay: float = Field(5e-4, ge=0)
     augment: bool = Field(False, description="random crop (pad 2) + horizontal flip per image")
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], description="one model per seed")
-    num_workers: int = Field(1, ge=1, description="Ray Train workers; the seeds are split among them "
-                                                  "(each trains whole models: no DDP)")
+    num_workers: int = Field(1, ge=0, description="Ray Train workers; the seeds are split among them "
+                                                  "(each trains whole models: no DDP). 0: Ray Train's local "
+                                                  "mode (the loop runs in the driver; no actors to start)")
     use_gpu: bool | None = Field(None, description="None: when the cluster has a GPU per worker")
     image_size: tuple[int, int] = Field((28, 28), description="(height, width) every image must have")
     image_key: str = Field("image", description="column holding the PNG bytes")
@@ -304,8 +319,7 @@ class TrainClassifier(Stage):
         import ray.train
         from ray.train.torch import TorchTrainer
 
-        from raypress.operators.train_storage import ProgressPump
-        from raypress.operators.train_storage import fresh_storage, keep_checkpoint
+        from raypress.operators.train_storage import ProgressPump, fresh_storage, keep_checkpoint, scaling_config
 
         p: TrainClassifierParams = self.params  # type: ignore[assignment]
         start = time.perf_counter()
@@ -317,17 +331,18 @@ class TrainClassifier(Stage):
         model_config = ClassifierConfig(arch=p.arch, width=p.width, num_classes=p.num_classes,
                                         image_size=tuple(p.image_size)).to_dict()
         workers = min(p.num_workers, len(p.seeds))  # a worker without a seed would only wait
-        use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= workers
+        use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= max(workers, 1)
         storage = fresh_storage(ctx)
-        with ProgressPump(ctx) as pump:
+        with ProgressPump(ctx, local_mode=workers == 0) as pump:
             trainer = TorchTrainer(
                 _train_loop,
                 train_loop_config={
                     "images": ray.put(rows.images), "labels": ray.put(rows.labels), "model": model_config,
-                    "seeds": list(p.seeds), "epochs": p.epochs, "batch_size": p.batch_size, "lr": p.lr,
+                    "seeds": list(p.seeds), "epochs": p.epochs, "steps": p.steps, "batch_size": p.batch_size, "lr": p.lr,
                     "weight_decay": p.weight_decay, "augment": p.augment, "progress_queue": pump.queue,
+                    "local_mode": workers == 0,
                 },
-                scaling_config=ray.train.ScalingConfig(num_workers=workers, use_gpu=use_gpu),
+                scaling_config=scaling_config(workers, use_gpu),
                 run_config=ray.train.RunConfig(storage_path=str(storage), name=ctx.node_id),
             )
             fit_start = time.perf_counter()
@@ -336,7 +351,7 @@ class TrainClassifier(Stage):
         model_dir = keep_checkpoint(result, ctx, storage)
         config = write_classifier_set(model_dir, model_config, list(p.seeds), {
             "rows": len(rows.ids), "label_counts": rows.label_counts(),
-            "training": {"epochs": p.epochs, "batch_size": p.batch_size, "lr": p.lr,
+            "training": {"epochs": p.epochs, "steps": p.steps, "batch_size": p.batch_size, "lr": p.lr,
                          "weight_decay": p.weight_decay, "augment": p.augment, "num_workers": workers,
                          "use_gpu": use_gpu, "fit_seconds": fit_seconds},
         })
@@ -378,6 +393,7 @@ class EvaluateClassifier(Stage):
         rows = gather_rows(inputs["data"], p.image_key, p.label_key, first.image_size, first.num_classes)
         predictions = {seed: predict(m, rows.images, p.batch_size, device) for seed, m in models.items()}
         metrics = {"name": p.name or ctx.node_id, "model": model_art.path, "rows": len(rows.ids),
+                   "train_rows": model_art.config.get("rows"),
                    "seeds": list(models), "arch": first.arch, "label_counts": rows.label_counts(),
                    **accuracy_summary(predictions, rows.labels, first.num_classes),
                    "seconds": time.perf_counter() - start}

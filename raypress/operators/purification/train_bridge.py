@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -50,7 +49,7 @@ from raypress.models.ddbm import VEBridge, ema_model
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.purification.images import decode_image
 from raypress.operators.registry import register
-from raypress.operators.train_storage import all_sum
+from raypress.operators.train_storage import all_sum, checkpoint_folder, scaling_config
 from raypress.schema import ID_COL, ArtifactType
 
 PAIRS_NEEDED = ("train_bridge needs leaked pairs: rows with image and clean_image "
@@ -221,7 +220,7 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
                "seconds": time.perf_counter() - start, "pairs": len(pairs.ids),
                "first_id": pairs.ids[0], "last_id": pairs.ids[-1], "device": device.type}
     if rank == 0:
-        with tempfile.TemporaryDirectory() as tmp:
+        with checkpoint_folder(config["local_mode"]) as tmp:
             save_bridge(ema.module, {"objective": config["objective"], "bridge": config["bridge"],
                                      "training": summary}, tmp)
             ray.train.report(summary, checkpoint=ray.train.Checkpoint.from_directory(tmp))
@@ -252,7 +251,10 @@ class TrainBridgeParams(Params):
     ema_decay: float = Field(0.999, ge=0, lt=1, description="EMA of the weights, saved and sampled from; "
                              "its horizon ~1/(1-decay) steps should be well below `steps`")
     base_channels: int = Field(32, ge=4, description="U-Net width at 28x28")
-    channel_mult: tuple[int, ...] = Field((1, 2, 2), description="width multipliers at 28, 14, 7 pixels")
+    channel_mult: tuple[int, ...] = Field((1, 2, 2), description="width multipliers per resolution level "
+                                                                 "(28, 14, 7 pixels with patch_size 1)")
+    patch_size: int = Field(1, ge=1, description="pixels per side folded into channels around the U-Net "
+                                                 "(2: it runs at 14x14, a quarter of the FLOPs)")
     num_res_blocks: int = Field(1, ge=1, description="residual blocks per resolution")
     attention: bool = Field(True, description="self-attention at the lowest resolution")
     num_heads: int = Field(4, ge=1)
@@ -265,7 +267,8 @@ class TrainBridgeParams(Params):
     sigma_data: float = Field(0.5, gt=0, description="DDBM: assumed data std for the preconditioning")
     flips: bool = Field(True, description="random horizontal flips, the same for a pair's two images")
     max_minutes: float | None = Field(None, gt=0, description="wall-clock budget of the training loop")
-    num_workers: int = Field(1, ge=1, description="Ray Train workers (DDP when > 1)")
+    num_workers: int = Field(1, ge=0, description="Ray Train workers (DDP when > 1). 0: Ray Train's local mode "
+                                                  "(the loop runs in the driver; no actors to start)")
     use_gpu: bool | None = Field(None, description="None: when the cluster has a GPU per worker")
     seed: int | None = Field(None, ge=0, description="None: the run's seed")
     log_every: int = Field(50, ge=1, description="steps between train_progress events")
@@ -287,7 +290,7 @@ class TrainBridgeParams(Params):
         return BridgeUNetConfig(image_size=self.image_size, in_channels=1, base_channels=self.base_channels,
                                 channel_mult=self.channel_mult, num_res_blocks=self.num_res_blocks,
                                 attention=self.attention, num_heads=self.num_heads,
-                                norm_groups=self.norm_groups, dropout=self.dropout)
+                                norm_groups=self.norm_groups, dropout=self.dropout, patch_size=self.patch_size)
 
     def bridge(self) -> VEBridge:
         return VEBridge(sigma_min=self.sigma_min, sigma_max=self.sigma_max, sigma_data=self.sigma_data,
@@ -320,9 +323,9 @@ class TrainBridge(Stage):
         pairs = gather_pairs(inputs["data"], p.pairs, p.image_size)
         ctx.event("train_data", pairs=len(pairs.ids), first_id=pairs.ids[0], last_id=pairs.ids[-1],
                   seconds=time.perf_counter() - start)
-        use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= p.num_workers
+        use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= max(p.num_workers, 1)
         storage = fresh_storage(ctx)
-        with ProgressPump(ctx) as pump:
+        with ProgressPump(ctx, local_mode=p.num_workers == 0) as pump:
             trainer = TorchTrainer(
                 _train_loop,
                 train_loop_config={
@@ -330,9 +333,9 @@ class TrainBridge(Stage):
                     "objective": p.objective, "seed": seed, "steps": p.steps, "batch_size": p.batch_size,
                     "lr": p.lr, "weight_decay": p.weight_decay, "grad_clip": p.grad_clip,
                     "ema_decay": p.ema_decay, "flips": p.flips, "max_minutes": p.max_minutes,
-                    "log_every": p.log_every, "progress_queue": pump.queue,
+                    "log_every": p.log_every, "progress_queue": pump.queue, "local_mode": p.num_workers == 0,
                 },
-                scaling_config=ray.train.ScalingConfig(num_workers=p.num_workers, use_gpu=use_gpu),
+                scaling_config=scaling_config(p.num_workers, use_gpu),
                 run_config=ray.train.RunConfig(storage_path=str(storage), name=ctx.node_id),
             )
             fit_start = time.perf_counter()

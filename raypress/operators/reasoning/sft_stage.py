@@ -35,7 +35,7 @@ class CollectiveSFTParams(Params):
     lr: float = Field(1e-3, gt=0)
     max_steps: int = Field(500, ge=1)
     max_minutes: float = Field(2.0, gt=0)
-    num_workers: int = Field(2, ge=1)
+    num_workers: int = Field(2, ge=0, description="Ray Train workers; 0: local mode (no actors to start)")
     seed: int = 0
 
 
@@ -76,7 +76,7 @@ class CollectiveSFT(Stage):
             raise ValueError(f"node {ctx.node_id!r}: no SFT records in the selected runs (nothing was solved)")
         ctx.event("sft_corpus", policy=name, records=len(texts), **kinds)
         # a small corpus (few solved questions) is repeated until it fills a batch on every worker
-        chars_needed = p.num_workers * p.batch_size * CONTEXT * CHARS_PER_TOKEN_BOUND
+        chars_needed = max(p.num_workers, 1) * p.batch_size * CONTEXT * CHARS_PER_TOKEN_BOUND
         repeat = max(p.repeat, -(-chars_needed // max(1, sum(len(q) + len(a) for q, a in texts))))
         corpus = ray.data.from_items([{"prompt": q, "text": a} for q, a in texts * repeat])
         trainer = TrainMoELM(TrainMoELMParams(

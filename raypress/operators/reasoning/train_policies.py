@@ -19,7 +19,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
@@ -68,8 +68,16 @@ class TrainPoliciesParams(Params):
     lr: float = Field(3e-3, gt=0)
     max_steps: int = Field(2000, ge=1)
     max_minutes: float = Field(3.0, gt=0, description="training budget of EACH policy")
-    num_workers: int = Field(1, ge=1, description="Ray Train workers per policy")
+    num_workers: int = Field(1, ge=0, description="Ray Train workers per policy; 0: Ray Train's local "
+                                                  "mode (the loop runs in the driver; no actors to start)")
     parallel: int = Field(2, ge=1, description="policies trained at the same time")
+
+    @model_validator(mode="after")
+    def _one_local_training_at_a_time(self):
+        if self.num_workers == 0 and self.parallel > 1:
+            raise ValueError(f"parallel {self.parallel} needs num_workers >= 1: Ray Train's local mode "
+                             "(num_workers 0) keeps one training's state per process, so use parallel: 1")
+        return self
 
 
 def without_questions(tasks: list[Task], banned: set[str]) -> list[Task]:
