@@ -199,6 +199,10 @@ def test_steps_replace_epochs_and_cut_the_last_pass_short():
                            weight_decay=0.0, augment=False, on_epoch=seen.append)
     assert summary["steps"] == 7 and summary["epochs"] == 3  # passes 1, 2 whole; pass 3 one batch
     assert [m["epoch"] for m in seen] == [1, 2, 3]
+    seen.clear()
+    train_one(images, labels, cfg, seed=0, epochs=1, steps=7, batch_size=16, lr=3e-3, weight_decay=0.0,
+              augment=False, on_epoch=seen.append, report_every_s=60.0)
+    assert [m["epoch"] for m in seen] == [1, 3]  # the first and last pass; the middle one came too soon
 
 
 def test_accuracy_summary_by_hand():

@@ -210,3 +210,14 @@ def test_a_column_dropped_upstream_cannot_be_read(tmp_path):
     assert "'again'" in str(err.value) and "reads column 'html'" in str(err.value)
     path.write_text(path.read_text().replace("input: pages}", "input: pages, with: {keep_html: true}}"))
     load_pipeline(path)
+
+
+def test_in_memory_mb_setting_is_checked(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("settings: {in_memory_mb: -1}\nnodes:\n  - {id: src, op: read_jsonl, with: {paths: [a.jsonl]}}\n")
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(path)
+    (problem,) = info.value.problems
+    assert problem.line == 1 and "in_memory_mb must be a number >= 0 (got -1)" in problem.message
+    path.write_text("settings: {in_memory_mb: 0}\nnodes:\n  - {id: src, op: read_jsonl, with: {paths: [a.jsonl]}}\n")
+    assert load_pipeline(path).spec.settings["in_memory_mb"] == 0
