@@ -20,6 +20,7 @@ training/purify stages and the serving app share it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -187,17 +188,35 @@ class VEBridge:
         c_skip, c_out, c_in = (_bcast(c, x_t) for c in self.bridge_scalings(t))
         return c_skip * x_t + c_out * model(c_in * x_t, self.c_noise(t), x_T)
 
+    def sample_t(self, n: int, like: torch.Tensor, generator: torch.Generator | None = None,
+                 log_share: float = 0.0) -> torch.Tensor:
+        """Training times: U[sigma_min, T] (DDBM), with a ``log_share`` of them log-uniform instead.
+
+        Why the option: uniform t puts 1.2% of the draws below t = 1, where the Karras schedule
+        spends its last sampler steps; a small model trained briefly is then poor exactly there,
+        and the churn steps' noise is not removed (stop 11: 9.8 dB with uniform t vs 18.2 dB with
+        half the draws log-uniform, 5 steps, churn 0.33)."""
+        u = torch.rand(n, generator=generator, device=like.device, dtype=like.dtype)
+        t = self.sigma_min + u * (self.sigma_max - self.sigma_min)
+        if log_share > 0:
+            lo, hi = math.log(self.sigma_min), math.log(self.sigma_max)
+            v = torch.rand(n, generator=generator, device=like.device, dtype=like.dtype)
+            pick = torch.rand(n, generator=generator, device=like.device) < log_share
+            t = torch.where(pick, torch.exp(lo + v * (hi - lo)), t)
+        return t
+
     def training_loss(
-        self, model: nn.Module, x0: torch.Tensor, xT: torch.Tensor, generator: torch.Generator | None = None
+        self, model: nn.Module, x0: torch.Tensor, xT: torch.Tensor, generator: torch.Generator | None = None,
+        log_share: float = 0.0,
     ) -> torch.Tensor:
-        """Mean over the batch of mean_pixels (1/c_out^2) (x0_hat - x0)^2, t ~ U[sigma_min, T].
+        """Mean over the batch of mean_pixels (1/c_out^2) (x0_hat - x0)^2, t from ``sample_t``
+        (DDBM: all uniform on [sigma_min, T]).
 
         DDBM clips t to T; uniform draws never exceed it. The pre-noise (beta) is applied to x_T
         both as the bridge's end point and as the network's condition, as at sampling time.
         """
         xT = self.prenoise(xT, generator)
-        u = torch.rand(x0.shape[0], generator=generator, device=x0.device, dtype=x0.dtype)
-        t = self.sigma_min + u * (self.sigma_max - self.sigma_min)
+        t = self.sample_t(x0.shape[0], x0, generator, log_share)
         x_t = self.marginal(x0, xT, t, _randn(x0, generator))
         weight = _bcast(self.bridge_scalings(t)[1] ** -2, x0)
         return (weight * (self.denoise(model, x_t, t, xT) - x0) ** 2).mean()

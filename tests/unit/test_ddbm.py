@@ -314,3 +314,19 @@ def test_loading_a_model_of_another_kind_is_refused(tmp_path) -> None:  # noqa: 
         load_bridge(tmp_path / "missing")
     with pytest.raises(ValueError, match="reserved"):
         save_bridge(BridgeUNet(TINY), {"kind": "other"}, tmp_path / "x")
+
+
+def test_training_times_are_uniform_by_default_and_partly_log_uniform_on_request() -> None:
+    bridge = VEBridge()
+    like = torch.zeros(1)
+    uniform = bridge.sample_t(20000, like, torch.Generator().manual_seed(0))
+    mixed = bridge.sample_t(20000, like, torch.Generator().manual_seed(0), log_share=0.5)
+    for t in (uniform, mixed):
+        assert bridge.sigma_min <= float(t.min()) and float(t.max()) <= bridge.sigma_max
+    # P(t < 1): uniform (1 - 0.002) / 79.998 = 1.25%; half log-uniform adds 0.5 * ln(500) / ln(40000) = 29.4%
+    assert float((uniform < 1).float().mean()) == pytest.approx(0.0125, abs=0.003)
+    assert float((mixed < 1).float().mean()) == pytest.approx(0.5 * 0.0125 + 0.5 * math.log(500) / math.log(40000),
+                                                              abs=0.01)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)  # the default path draws as before
+    u = torch.rand(5, generator=g1)
+    assert torch.allclose(bridge.sample_t(5, like, g2), bridge.sigma_min + u * (bridge.sigma_max - bridge.sigma_min))

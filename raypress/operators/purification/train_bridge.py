@@ -199,7 +199,7 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
         if config["flips"]:
             x0, xT = paired_flip(x0, xT, generator)
         if config["objective"] == "bridge":
-            loss = bridge.training_loss(model, x0, xT)
+            loss = bridge.training_loss(model, x0, xT, log_share=config.get("t_log_share", 0.0))
         else:
             loss = bridge.one_step_inverse_loss(model, x0, xT)
         optimizer.zero_grad(set_to_none=True)
@@ -262,6 +262,9 @@ class TrainBridgeParams(Params):
     dropout: float = Field(0.0, ge=0, lt=1)
     image_size: int = Field(28, ge=4, description="height = width every image must have")
     beta: float = Field(0.0, ge=0, description="BridgePure's pre-noise x_T + beta * eps (paper: 0 or 0.02)")
+    t_log_share: float = Field(0.0, ge=0, le=1, description="share of the training times t drawn log-uniformly "
+                               "on [sigma_min, T] instead of uniformly (DDBM: 0); more training at small t, "
+                               "where the sampler's last steps are")
     sigma_min: float = Field(0.002, gt=0, description="DDBM's VE bridge: smallest noise level")
     sigma_max: float = Field(80.0, gt=0, description="DDBM's VE bridge: T")
     sigma_data: float = Field(0.5, gt=0, description="DDBM: assumed data std for the preconditioning")
@@ -331,6 +334,7 @@ class TrainBridge(Stage):
                 train_loop_config={
                     "pairs": ray.put(pairs), "unet": unet.to_dict(), "bridge": bridge.to_dict(),
                     "objective": p.objective, "seed": seed, "steps": p.steps, "batch_size": p.batch_size,
+                    "t_log_share": p.t_log_share,
                     "lr": p.lr, "weight_decay": p.weight_decay, "grad_clip": p.grad_clip,
                     "ema_decay": p.ema_decay, "flips": p.flips, "max_minutes": p.max_minutes,
                     "log_every": p.log_every, "progress_queue": pump.queue, "local_mode": p.num_workers == 0,
@@ -346,8 +350,8 @@ class TrainBridge(Stage):
         artifact = ModelArtifact(str(model_dir), config={
             "kind": KIND, "objective": p.objective, "bridge": bridge.to_dict(), "unet": unet.to_dict(),
             "training": {**summary, "fit_seconds": fit_seconds, "batch_size": p.batch_size, "lr": p.lr,
-                         "ema_decay": p.ema_decay, "flips": p.flips, "num_workers": p.num_workers,
-                         "use_gpu": use_gpu, "seed": seed},
+                         "ema_decay": p.ema_decay, "flips": p.flips, "t_log_share": p.t_log_share,
+                         "num_workers": p.num_workers, "use_gpu": use_gpu, "seed": seed},
             "history": history,
         })
         artifact.save_manifest()
