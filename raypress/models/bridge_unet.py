@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from raypress.models.config_dict import checked_fields, config_to_dict
+from raypress.models.config_dict import checked_fields, config_to_dict, read_model_config
 
 KIND = "bridgepure_ddbm"  # the `kind` in config.json of a saved bridge model
 CONFIG_FILE = "config.json"
@@ -229,15 +229,7 @@ def load_bridge(directory: str | Path, device: str | torch.device = "cpu") -> tu
     pipeline wired to the wrong Model fails with the reason rather than with a key mismatch.
     """
     path = Path(directory)
-    config_path = path / CONFIG_FILE
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{path} is not a saved bridge model: {CONFIG_FILE} is missing")
-    config = json.loads(config_path.read_text())
-    kind = config.get("kind") if isinstance(config, dict) else None
-    if kind != KIND:
-        raise ValueError(f"{path} holds a model of kind {kind!r}, expected {KIND!r} (a BridgePure DDBM)")
-    if "unet" not in config:
-        raise ValueError(f"{config_path} has no 'unet' section; it was not written by save_bridge")
+    config = read_model_config(path, CONFIG_FILE, KIND, "unet", "bridge model", "save_bridge", " (a BridgePure DDBM)")
     model = BridgeUNet(BridgeUNetConfig.from_dict(config["unet"]))
     state = torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True)
     model.load_state_dict(state)

@@ -7,7 +7,9 @@ JSON lists; one helper keeps those rules identical for the U-Net, the classifier
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, fields
+from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 T = TypeVar("T")
@@ -25,3 +27,19 @@ def checked_fields(cls: type[T], data: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown {cls.__name__} keys {unknown} (known: {sorted(known)})")
     return dict(data)
+
+
+def read_model_config(path: Path, config_file: str, kind: str, section: str, what: str, writer: str,
+                      kind_note: str = "") -> dict[str, Any]:
+    """A Model directory's ``config.json``, checked to be ``kind`` with its ``section``: a directory
+    holding another kind of model fails here, naming the kind found, not later on state-dict keys."""
+    config_path = path / config_file
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{path} is not a saved {what}: {config_file} is missing")
+    config = json.loads(config_path.read_text())
+    found = config.get("kind") if isinstance(config, dict) else None
+    if found != kind:
+        raise ValueError(f"{path} holds a model of kind {found!r}, expected {kind!r}{kind_note}")
+    if section not in config:
+        raise ValueError(f"{config_path} has no {section!r} section; it was not written by {writer}")
+    return config

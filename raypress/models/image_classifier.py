@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from raypress.models.config_dict import checked_fields, config_to_dict
+from raypress.models.config_dict import checked_fields, config_to_dict, read_model_config
 
 KIND = "image_classifier"
 SET_KIND = "image_classifier_set"  # several seeds of one recipe: seed_<k>/ subdirectories
@@ -160,15 +160,7 @@ def load_classifier(directory: str | Path,
     A directory holding another kind of model (a bridge, the MoE) raises ValueError naming the
     kind found, rather than failing later on mismatched state-dict keys."""
     path = Path(directory)
-    config_path = path / CONFIG_FILE
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{path} is not a saved image classifier: {CONFIG_FILE} is missing")
-    config = json.loads(config_path.read_text())
-    kind = config.get("kind") if isinstance(config, dict) else None
-    if kind != KIND:
-        raise ValueError(f"{path} holds a model of kind {kind!r}, expected {KIND!r}")
-    if "model" not in config:
-        raise ValueError(f"{config_path} has no 'model' section; it was not written by save_classifier")
+    config = read_model_config(path, CONFIG_FILE, KIND, "model", "image classifier", "save_classifier")
     model = ImageClassifier(ClassifierConfig.from_dict(config["model"]))
     state = torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True)
     model.load_state_dict(state)
