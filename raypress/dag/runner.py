@@ -83,11 +83,7 @@ class Runner:
 
         self.timer = OpTimer.remote()
         try:
-            for step in plan.steps:
-                if isinstance(step, Segment):
-                    self._run_segment(plan, step)
-                else:
-                    self._run_artifact_step(step)
+            self._run_steps(plan)
         except Exception as exc:
             self._cleanup()
             self._finish_ledger()
@@ -102,6 +98,48 @@ class Runner:
         self.emit({"event": "run_finished", "seconds": round(time.perf_counter() - start, 3),
                    "adds_up": not self.ledger.problems})
         return self.ledger
+
+    def _run_step(self, plan: Plan, step: Segment | str) -> None:
+        if isinstance(step, Segment):
+            self._run_segment(plan, step)
+        else:
+            self._run_artifact_step(step)
+
+    def _run_steps(self, plan: Plan) -> None:
+        """Run the plan's steps; with ``settings.concurrent_steps`` > 1, independent ones at once.
+
+        Why: a DAG's branches (five bridges, twenty classifiers) need not wait for each other, and
+        one step rarely fills the machine (a one-worker training leaves a core idle). Ray arbitrates
+        the CPUs; a step starts once every node it reads is done, in the plan's order; on a failure
+        no new step starts, the running ones finish and the first error is raised."""
+        limit = int(self.settings.get("concurrent_steps", 1))
+        if limit <= 1:
+            for step in plan.steps:
+                self._run_step(plan, step)
+            return
+        from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+        pending = list(plan.steps)
+        running: dict[Future, Segment | str] = {}
+        done: set[str] = set()
+        failure: BaseException | None = None
+        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="raypress-step") as pool:
+            while pending or running:
+                if failure is None:
+                    for step in [s for s in pending if step_reads(plan, s) <= done][:limit - len(running)]:
+                        pending.remove(step)
+                        running[pool.submit(self._run_step, plan, step)] = step
+                if not running:
+                    break  # only after a failure: what is left waits on it
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    step = running.pop(future)
+                    if future.exception() is not None:
+                        failure = failure or future.exception()
+                    else:
+                        done.update(step_nodes(step))
+        if failure is not None:
+            raise failure
 
     def _cleanup(self) -> None:
         """What nodes deferred to the end of the run (last first); a failing one is reported, not raised."""
@@ -250,14 +288,16 @@ class Runner:
         files = sorted(out_dir.glob("part-*.parquet")) if out_dir.exists() else []
         if not files:
             ds = ray.data.from_arrow(pa.table({"id": pa.array([], pa.string())}))
-        else:
+        elif sum(f.stat().st_size for f in files) <= float(self.settings.get("in_memory_mb", 256)) * 2**20:
+            # A small output goes into the object store once, one block per file, read here with
+            # pyarrow: each consumer then starts from its blocks instead of running its own read
+            # job, and no read job runs at all (`read_parquet(...).materialize()` took 2-3 s for a
+            # few kB here, most of it Ray Data's start-up; a node may have many consumers).
+            import pyarrow.parquet as pq
+
+            ds = ray.data.from_arrow([pq.read_table(f) for f in files])
+        else:  # a large one stays lazy, read per consumer, so memory never holds it all
             ds = ray.data.read_parquet([str(f) for f in files])
-            # A small output is read once into the object store: each consumer then starts from its
-            # blocks instead of running its own read job (~2-5 s each here, and a node may have many
-            # consumers). A large one stays lazy, read per consumer, so memory never holds it all.
-            limit_mb = float(self.settings.get("in_memory_mb", 256))
-            if sum(f.stat().st_size for f in files) <= limit_mb * 2**20:
-                ds = ds.materialize()
         return DatasetArtifact(ds, path=str(out_dir), rows=rows)
 
     def _rows_in(self, node: VNode) -> int:
@@ -324,6 +364,16 @@ class Runner:
                     f"node '{n.id}' ({n.op_cls.name}): {e['quarantined']} of {e['rows_in']} rows "
                     f"({e['quarantined'] / e['rows_in']:.1%}) raised errors, over max_error_ratio {limit}. "
                     f"First: {first}. All of them are in {self.store.quarantine_dir(sink)}/")
+
+
+def step_nodes(step: Segment | str) -> list[str]:
+    return step.nodes if isinstance(step, Segment) else [step]
+
+
+def step_reads(plan: Plan, step: Segment | str) -> set[str]:
+    """The nodes outside ``step`` whose outputs it reads (every input slot of every node in it)."""
+    own = set(step_nodes(step))
+    return {p for nid in own for producers in plan.node(nid).slots.values() for p in producers} - own
 
 
 def _streaming(nodes: list[VNode]) -> list[VNode]:

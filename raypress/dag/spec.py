@@ -51,6 +51,7 @@ class Settings:
         "keep_rejects": False,
         "np": None,
         "in_memory_mb": 256,  # materialized outputs up to this size stay in the object store for their readers
+        "concurrent_steps": 1,  # steps (segments, stages) run at once when they do not depend on each other
     }
 
 
@@ -267,7 +268,7 @@ def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem]) -> lis
 
 def apply_overrides(spec: PipelineSpec, overrides) -> None:
     """`--set NODE.PARAM=VALUE` (VALUE parsed as YAML; NODE may be a glob such as `bridge_*`, setting
-    the param on every matching node); bad ones become problems."""
+    the param on every matching node) and `--set settings.KEY=VALUE`; bad ones become problems."""
     by_id = {n.id: n for n in spec.nodes}
     for item in overrides or ():
         where = Problem("--set", None, "", key=item)
@@ -277,7 +278,15 @@ def apply_overrides(spec: PipelineSpec, overrides) -> None:
             continue
         target, raw_value = item.split("=", 1)
         node_id, param = target.split(".", 1)
-        if any(ch in node_id for ch in "*?["):  # a glob sets one param on every matching node
+        if node_id == "settings" and node_id not in by_id:
+            targets = []
+            if param not in Settings.DEFAULTS:
+                from raypress.operators.registry import did_you_mean
+
+                where.message = f"unknown setting{did_you_mean(param, Settings.DEFAULTS)}"
+                spec.problems.append(where)
+                continue
+        elif any(ch in node_id for ch in "*?["):  # a glob sets one param on every matching node
             targets = [nid for nid in by_id if fnmatch.fnmatchcase(nid, node_id)]
             if not targets:
                 where.message = f"no node matches {node_id!r}"
@@ -297,6 +306,8 @@ def apply_overrides(spec: PipelineSpec, overrides) -> None:
             where.message = f"value is not valid YAML: {exc}"
             spec.problems.append(where)
             continue
+        if node_id == "settings" and not targets:
+            spec.settings[param] = value  # a bad value is reported by validate, like one in the file
         for nid in targets:
             node = by_id[nid]
             node.params = copy.deepcopy(node.params)

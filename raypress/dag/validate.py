@@ -264,6 +264,11 @@ def _check_settings(spec: PipelineSpec) -> list[Problem]:
     if not isinstance(mem, (int, float)) or isinstance(mem, bool) or mem < 0:
         problems.append(Problem(f, spec.line(("settings", "in_memory_mb")),
                                 f"in_memory_mb must be a number >= 0 (got {mem!r})", key="settings.in_memory_mb"))
+    steps = s.get("concurrent_steps")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        problems.append(Problem(f, spec.line(("settings", "concurrent_steps")),
+                                f"concurrent_steps must be an integer >= 1 (got {steps!r})",
+                                key="settings.concurrent_steps"))
     np_ = s.get("np")
     if np_ is not None and (not isinstance(np_, int) or np_ < 1):
         problems.append(Problem(f, spec.line(("np",)) or spec.line(("settings", "np")),

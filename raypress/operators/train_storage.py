@@ -13,8 +13,11 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,47 @@ def checkpoint_folder(local_mode: bool) -> Iterator[str]:
         return
     with tempfile.TemporaryDirectory() as tmp:
         yield tmp
+
+
+# Ray Train's local mode keeps one run's state per process: when the runner executes steps
+# concurrently, local-mode fits take turns (runs with worker actors do not need to).
+_LOCAL_MODE_LOCK = threading.Lock()
+
+
+@dataclass
+class Fitted:
+    """A finished fit: the Ray Train result, the Model dir holding its final checkpoint, fit seconds."""
+
+    result: Any
+    model_dir: Path
+    seconds: float
+
+
+def fit_with_progress(loop: Callable[[dict[str, Any]], Any], config: dict[str, Any], ctx: RunContext,
+                      num_workers: int, use_gpu: bool, datasets: dict[str, Any] | None = None) -> Fitted:
+    """Run ``loop`` under a ``TorchTrainer`` and keep its checkpoint as ``models/<node>``.
+
+    Why one function: every training stage wants the same life cycle — fresh storage, the workers'
+    progress relayed to the run's events (``config`` gains ``progress_queue`` and ``local_mode``),
+    ``num_workers=0`` as Ray Train's local mode (one at a time per process), the checkpoint copied
+    out and the Ray Train folder removed."""
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    local_mode = num_workers == 0
+    storage = fresh_storage(ctx)
+    with _LOCAL_MODE_LOCK if local_mode else nullcontext(), ProgressPump(ctx, local_mode) as pump:
+        trainer = TorchTrainer(
+            loop,
+            train_loop_config={**config, "progress_queue": pump.queue, "local_mode": local_mode},
+            scaling_config=scaling_config(num_workers, use_gpu),
+            run_config=ray.train.RunConfig(storage_path=str(storage), name=ctx.node_id),
+            datasets=datasets,
+        )
+        start = time.perf_counter()
+        result = trainer.fit()
+        seconds = time.perf_counter() - start
+    return Fitted(result, keep_checkpoint(result, ctx, storage), seconds)
 
 
 def keep_checkpoint(result: Any, ctx: RunContext, storage: Path) -> Path:

@@ -114,7 +114,9 @@ def test_resume_skips_finished_nodes(ray_session, tmp_path):
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where a directory should be")
     with pytest.raises(Exception):
-        run_pipeline(path, run_dir=str(run_dir), overrides=[f"out_parquet.path={blocked}/x"])
+        # the two writers run at once: the failing one must not stop the other from finishing
+        run_pipeline(path, run_dir=str(run_dir), overrides=[f"out_parquet.path={blocked}/x",
+                                                            "settings.concurrent_steps=2"])
     first = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
     finished_first = {e["node"] for e in first if e["event"] == "node_finished"}
     assert "words" in finished_first and "out" in finished_first
@@ -127,7 +129,8 @@ def test_resume_skips_finished_nodes(ray_session, tmp_path):
     assert {"src", "inv", "words", "out"} <= skipped
     assert rerun == {"out_parquet"}
 
-    fresh = run_pipeline(path, run_dir=str(tmp_path / "fresh"), overrides=[f"out_parquet.path={tmp_path}/good2"])
+    fresh = run_pipeline(path, run_dir=str(tmp_path / "fresh"), overrides=[f"out_parquet.path={tmp_path}/good2",
+                                                                             "settings.concurrent_steps=3"])
     a = sorted(r["id"] for r in pq.read_table(tmp_path / "good").to_pylist())
     b = sorted(r["id"] for r in pq.read_table(tmp_path / "good2").to_pylist())
     assert a == b and len(a) == fresh["nodes"]["out_parquet"]["rows_out"]

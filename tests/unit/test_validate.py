@@ -212,12 +212,27 @@ def test_a_column_dropped_upstream_cannot_be_read(tmp_path):
     load_pipeline(path)
 
 
-def test_in_memory_mb_setting_is_checked(tmp_path):
+@pytest.mark.parametrize("key, bad, message, good", [
+    ("in_memory_mb", -1, "in_memory_mb must be a number >= 0 (got -1)", 0),
+    ("concurrent_steps", 0, "concurrent_steps must be an integer >= 1 (got 0)", 3),
+])
+def test_numeric_settings_are_checked(tmp_path, key, bad, message, good):
     path = tmp_path / "p.yaml"
-    path.write_text("settings: {in_memory_mb: -1}\nnodes:\n  - {id: src, op: read_jsonl, with: {paths: [a.jsonl]}}\n")
+    node = "nodes:\n  - {id: src, op: read_jsonl, with: {paths: [a.jsonl]}}\n"
+    path.write_text(f"settings: {{{key}: {bad}}}\n" + node)
     with pytest.raises(PipelineInvalid) as info:
         load_pipeline(path)
     (problem,) = info.value.problems
-    assert problem.line == 1 and "in_memory_mb must be a number >= 0 (got -1)" in problem.message
-    path.write_text("settings: {in_memory_mb: 0}\nnodes:\n  - {id: src, op: read_jsonl, with: {paths: [a.jsonl]}}\n")
-    assert load_pipeline(path).spec.settings["in_memory_mb"] == 0
+    assert problem.line == 1 and message in problem.message
+    path.write_text(f"settings: {{{key}: {good}}}\n" + node)
+    assert load_pipeline(path).spec.settings[key] == good
+
+
+def test_settings_from_set(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("nodes:\n  - {id: src, op: read_jsonl, with: {paths: [a.jsonl]}}\n")
+    assert load_pipeline(path, ["settings.concurrent_steps=3"]).spec.settings["concurrent_steps"] == 3
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(path, ["settings.concurent_steps=2", "settings.seed=x"])
+    text = "\n".join(map(str, info.value.problems))
+    assert "unknown setting" in text and "did you mean 'concurrent_steps'" in text and "seed" in text

@@ -47,14 +47,7 @@ from raypress.models.moe_checkpoint import from_hf_dict, load_moe, save_moe
 from raypress.models.moe_config import MoEConfig
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
-from raypress.operators.train_storage import (
-    ProgressPump,
-    all_sum,
-    checkpoint_folder,
-    fresh_storage,
-    keep_checkpoint,
-    scaling_config,
-)
+from raypress.operators.train_storage import all_sum, checkpoint_folder, fit_with_progress
 from raypress.schema import ArtifactType
 
 KIND = "moe_lm"
@@ -335,8 +328,6 @@ class TrainMoELM(Stage):
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ModelArtifact:
         os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is first imported
         import ray
-        import ray.train
-        from ray.train.torch import TorchTrainer
 
         p = self.params
         seed = ctx.seed if p.seed is None else p.seed
@@ -359,27 +350,15 @@ class TrainMoELM(Stage):
                   seconds=time.perf_counter() - start)
         use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= max(p.num_workers, 1)
 
-        storage = fresh_storage(ctx)
-        with ProgressPump(ctx, local_mode=p.num_workers == 0) as pump:
-            trainer = TorchTrainer(
-                _train_loop,
-                train_loop_config={
-                    "model": config.to_dict(), "init_from": p.init_from, "seed": seed,
-                    "batch_size": p.batch_size, "lr": p.lr, "min_lr_ratio": p.min_lr_ratio,
-                    "warmup_steps": p.warmup_steps, "weight_decay": p.weight_decay, "grad_clip": p.grad_clip,
-                    "max_steps": p.max_steps, "max_minutes": p.max_minutes, "log_every": p.log_every,
-                    "progress_queue": pump.queue, "local_mode": p.num_workers == 0,
-                },
-                scaling_config=scaling_config(p.num_workers, use_gpu),
-                run_config=ray.train.RunConfig(storage_path=str(storage), name=ctx.node_id),
-                datasets={"train": blocks},
-            )
-            start = time.perf_counter()
-            result = trainer.fit()
-            fit_seconds = time.perf_counter() - start
-        history, summary = result.return_value["history"], result.return_value["summary"]
+        fitted = fit_with_progress(_train_loop, {
+            "model": config.to_dict(), "init_from": p.init_from, "seed": seed,
+            "batch_size": p.batch_size, "lr": p.lr, "min_lr_ratio": p.min_lr_ratio,
+            "warmup_steps": p.warmup_steps, "weight_decay": p.weight_decay, "grad_clip": p.grad_clip,
+            "max_steps": p.max_steps, "max_minutes": p.max_minutes, "log_every": p.log_every,
+        }, ctx, p.num_workers, use_gpu, datasets={"train": blocks})
+        model_dir, fit_seconds = fitted.model_dir, fitted.seconds
+        history, summary = fitted.result.return_value["history"], fitted.result.return_value["summary"]
 
-        model_dir = keep_checkpoint(result, ctx, storage)
         tokenizer.save(model_dir)
         _write_generation_config(model_dir, tokenizer)
         artifact = ModelArtifact(str(model_dir), config={

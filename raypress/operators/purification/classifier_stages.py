@@ -320,10 +320,8 @@ class TrainClassifier(Stage):
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ModelArtifact:
         os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is first imported
         import ray
-        import ray.train
-        from ray.train.torch import TorchTrainer
 
-        from raypress.operators.train_storage import ProgressPump, fresh_storage, keep_checkpoint, scaling_config
+        from raypress.operators.train_storage import fit_with_progress
 
         p: TrainClassifierParams = self.params  # type: ignore[assignment]
         start = time.perf_counter()
@@ -336,23 +334,12 @@ class TrainClassifier(Stage):
                                         image_size=tuple(p.image_size)).to_dict()
         workers = min(p.num_workers, len(p.seeds))  # a worker without a seed would only wait
         use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= max(workers, 1)
-        storage = fresh_storage(ctx)
-        with ProgressPump(ctx, local_mode=workers == 0) as pump:
-            trainer = TorchTrainer(
-                _train_loop,
-                train_loop_config={
-                    "images": ray.put(rows.images), "labels": ray.put(rows.labels), "model": model_config,
-                    "seeds": list(p.seeds), "epochs": p.epochs, "steps": p.steps, "batch_size": p.batch_size, "lr": p.lr,
-                    "weight_decay": p.weight_decay, "augment": p.augment, "progress_queue": pump.queue,
-                    "local_mode": workers == 0,
-                },
-                scaling_config=scaling_config(workers, use_gpu),
-                run_config=ray.train.RunConfig(storage_path=str(storage), name=ctx.node_id),
-            )
-            fit_start = time.perf_counter()
-            result = trainer.fit()
-            fit_seconds = time.perf_counter() - fit_start
-        model_dir = keep_checkpoint(result, ctx, storage)
+        fitted = fit_with_progress(_train_loop, {
+            "images": ray.put(rows.images), "labels": ray.put(rows.labels), "model": model_config,
+            "seeds": list(p.seeds), "epochs": p.epochs, "steps": p.steps, "batch_size": p.batch_size, "lr": p.lr,
+            "weight_decay": p.weight_decay, "augment": p.augment,
+        }, ctx, workers, use_gpu)
+        model_dir, fit_seconds = fitted.model_dir, fitted.seconds
         config = write_classifier_set(model_dir, model_config, list(p.seeds), {
             "rows": len(rows.ids), "label_counts": rows.label_counts(),
             "training": {"epochs": p.epochs, "steps": p.steps, "batch_size": p.batch_size, "lr": p.lr,

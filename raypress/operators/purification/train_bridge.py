@@ -49,7 +49,7 @@ from raypress.models.ddbm import VEBridge, ema_model
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.purification.images import decode_image
 from raypress.operators.registry import register
-from raypress.operators.train_storage import all_sum, checkpoint_folder, scaling_config
+from raypress.operators.train_storage import all_sum, checkpoint_folder
 from raypress.schema import ID_COL, ArtifactType
 
 PAIRS_NEEDED = ("train_bridge needs leaked pairs: rows with image and clean_image "
@@ -313,11 +313,8 @@ class TrainBridge(Stage):
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ModelArtifact:
         os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is first imported
         import ray
-        import ray.train
-        from ray.train.torch import TorchTrainer
 
-        from raypress.operators.train_storage import ProgressPump
-        from raypress.operators.train_storage import fresh_storage, keep_checkpoint
+        from raypress.operators.train_storage import fit_with_progress
 
         p: TrainBridgeParams = self.params  # type: ignore[assignment]
         seed = ctx.seed if p.seed is None else p.seed
@@ -327,26 +324,16 @@ class TrainBridge(Stage):
         ctx.event("train_data", pairs=len(pairs.ids), first_id=pairs.ids[0], last_id=pairs.ids[-1],
                   seconds=time.perf_counter() - start)
         use_gpu = p.use_gpu if p.use_gpu is not None else ray.cluster_resources().get("GPU", 0) >= max(p.num_workers, 1)
-        storage = fresh_storage(ctx)
-        with ProgressPump(ctx, local_mode=p.num_workers == 0) as pump:
-            trainer = TorchTrainer(
-                _train_loop,
-                train_loop_config={
-                    "pairs": ray.put(pairs), "unet": unet.to_dict(), "bridge": bridge.to_dict(),
-                    "objective": p.objective, "seed": seed, "steps": p.steps, "batch_size": p.batch_size,
-                    "t_log_share": p.t_log_share,
-                    "lr": p.lr, "weight_decay": p.weight_decay, "grad_clip": p.grad_clip,
-                    "ema_decay": p.ema_decay, "flips": p.flips, "max_minutes": p.max_minutes,
-                    "log_every": p.log_every, "progress_queue": pump.queue, "local_mode": p.num_workers == 0,
-                },
-                scaling_config=scaling_config(p.num_workers, use_gpu),
-                run_config=ray.train.RunConfig(storage_path=str(storage), name=ctx.node_id),
-            )
-            fit_start = time.perf_counter()
-            result = trainer.fit()
-            fit_seconds = time.perf_counter() - fit_start
+        fitted = fit_with_progress(_train_loop, {
+            "pairs": ray.put(pairs), "unet": unet.to_dict(), "bridge": bridge.to_dict(),
+            "objective": p.objective, "seed": seed, "steps": p.steps, "batch_size": p.batch_size,
+            "t_log_share": p.t_log_share,
+            "lr": p.lr, "weight_decay": p.weight_decay, "grad_clip": p.grad_clip,
+            "ema_decay": p.ema_decay, "flips": p.flips, "max_minutes": p.max_minutes,
+            "log_every": p.log_every,
+        }, ctx, p.num_workers, use_gpu)
+        result, model_dir, fit_seconds = fitted.result, fitted.model_dir, fitted.seconds
         history, summary = result.return_value["history"], result.return_value["summary"]
-        model_dir = keep_checkpoint(result, ctx, storage)
         artifact = ModelArtifact(str(model_dir), config={
             "kind": KIND, "objective": p.objective, "bridge": bridge.to_dict(), "unet": unet.to_dict(),
             "training": {**summary, "fit_seconds": fit_seconds, "batch_size": p.batch_size, "lr": p.lr,

@@ -13,7 +13,6 @@ straddle the train/validation line.
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from contextlib import nullcontext
 from dataclasses import asdict
@@ -27,7 +26,7 @@ from raypress.artifacts import Artifact, ModelArtifact
 from raypress.models.ngram_classifier import KIND, NgramClassifier, NgramConfig, featurize, save
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
-from raypress.operators.train_storage import fresh_storage, keep_checkpoint
+from raypress.operators.train_storage import checkpoint_folder, fit_with_progress
 from raypress.schema import ArtifactType
 
 Features = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, offsets, class indices
@@ -42,7 +41,8 @@ class TrainQualityClassifierParams(Params):
     buckets: int = Field(1 << 18, ge=1, description="hash buckets for word n-grams (rows of the embedding)")
     word_ngrams: int = Field(2, ge=1, description="longest word n-gram used as a feature (fastText's wordNgrams)")
     batch_size: int = Field(64, ge=1, description="rows per training step on each worker")
-    num_workers: int = Field(2, ge=1, description="Ray Train workers, one CPU each")
+    num_workers: int = Field(2, ge=0, description="Ray Train workers, one CPU each; 0 = Ray Train's local mode "
+                             "(the loop runs in the driver: no actors to start, for small data and tests)")
     seed: int | None = Field(
         None, ge=0, description="seed for init, shuffling and the validation hash; None: the run's seed")
     val_fraction: float = Field(
@@ -126,7 +126,7 @@ def _train_loop(config: dict[str, Any]) -> list[dict[str, Any]]:
                    "val_accuracy": float(totals[2] / totals[3]) if totals[3] else None}
         history.append(metrics)
         if epoch == config["epochs"] and rank == 0:
-            with tempfile.TemporaryDirectory() as tmp:
+            with checkpoint_folder(config["local_mode"]) as tmp:
                 save(net, tmp)
                 ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp))
         else:
@@ -150,9 +150,6 @@ class TrainQualityClassifier(Stage):
 
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ModelArtifact:
         os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is first imported
-        import ray.train
-        from ray.train.torch import TorchTrainer
-
         p = self.params
         seed = ctx.seed if p.seed is None else p.seed
         # Materialize the two columns once, while every CPU is free: the Train workers take
@@ -160,24 +157,16 @@ class TrainQualityClassifier(Stage):
         data = inputs["data"].ds.select_columns([p.text_key, p.label_key]).materialize()
         model_config = NgramConfig(labels=_labels(data, p.label_key), dim=p.dim, buckets=p.buckets,
                                    word_ngrams=p.word_ngrams)
-        storage = fresh_storage(ctx)
-        trainer = TorchTrainer(
-            _train_loop,
-            train_loop_config={
-                "model": asdict(model_config), "text_key": p.text_key, "label_key": p.label_key,
-                "epochs": p.epochs, "lr": p.lr, "batch_size": p.batch_size, "seed": seed,
-                "val_fraction": p.val_fraction,
-            },
-            scaling_config=ray.train.ScalingConfig(num_workers=p.num_workers, use_gpu=False),
-            run_config=ray.train.RunConfig(storage_path=str(storage), name=ctx.node_id),
-            datasets={"train": data},
-        )
-        result = trainer.fit()
-        history: list[dict[str, Any]] = result.return_value
+        fitted = fit_with_progress(_train_loop, {
+            "model": asdict(model_config), "text_key": p.text_key, "label_key": p.label_key,
+            "epochs": p.epochs, "lr": p.lr, "batch_size": p.batch_size, "seed": seed,
+            "val_fraction": p.val_fraction,
+        }, ctx, p.num_workers, use_gpu=False, datasets={"train": data})
+        history: list[dict[str, Any]] = fitted.result.return_value
         for m in history:
             ctx.event("train_progress", epoch=m["epoch"], loss=m["loss"], val_accuracy=m["val_accuracy"])
 
-        model_dir = keep_checkpoint(result, ctx, storage)
+        model_dir = fitted.model_dir
         final = history[-1]
         artifact = ModelArtifact(str(model_dir), config={
             "kind": KIND, "labels": model_config.labels, "text_key": p.text_key,
