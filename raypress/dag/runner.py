@@ -110,8 +110,9 @@ class Runner:
 
         Why: a DAG's branches (five bridges, twenty classifiers) need not wait for each other, and
         one step rarely fills the machine (a one-worker training leaves a core idle). Ray arbitrates
-        the CPUs; a step starts once every node it reads is done, in the plan's order; on a failure
-        no new step starts, the running ones finish and the first error is raised."""
+        the CPUs; a step starts once every node it reads is done, the one with the longest chain of
+        steps after it first (then the plan's order), so long branches are not left for the end; on
+        a failure no new step starts, the running ones finish and the first error is raised."""
         limit = int(self.settings.get("concurrent_steps", 1))
         if limit <= 1:
             for step in plan.steps:
@@ -119,25 +120,27 @@ class Runner:
             return
         from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-        pending = list(plan.steps)
-        running: dict[Future, Segment | str] = {}
+        reads = [step_reads(plan, step) for step in plan.steps]
+        depth = chain_lengths(reads, [set(step_nodes(step)) for step in plan.steps])
+        pending = sorted(range(len(plan.steps)), key=lambda i: (-depth[i], i))
+        running: dict[Future, int] = {}
         done: set[str] = set()
         failure: BaseException | None = None
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="raypress-step") as pool:
             while pending or running:
                 if failure is None:
-                    for step in [s for s in pending if step_reads(plan, s) <= done][:limit - len(running)]:
-                        pending.remove(step)
-                        running[pool.submit(self._run_step, plan, step)] = step
+                    for i in [i for i in pending if reads[i] <= done][:limit - len(running)]:
+                        pending.remove(i)
+                        running[pool.submit(self._run_step, plan, plan.steps[i])] = i
                 if not running:
                     break  # only after a failure: what is left waits on it
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    step = running.pop(future)
+                    i = running.pop(future)
                     if future.exception() is not None:
                         failure = failure or future.exception()
                     else:
-                        done.update(step_nodes(step))
+                        done.update(step_nodes(plan.steps[i]))
         if failure is not None:
             raise failure
 
@@ -374,6 +377,16 @@ def step_reads(plan: Plan, step: Segment | str) -> set[str]:
     """The nodes outside ``step`` whose outputs it reads (every input slot of every node in it)."""
     own = set(step_nodes(step))
     return {p for nid in own for producers in plan.node(nid).slots.values() for p in producers} - own
+
+
+def chain_lengths(reads: list[set[str]], makes: list[set[str]]) -> list[int]:
+    """Per step (in topological order), the number of steps on the longest chain from it to the end
+    of the run, itself included: the list-scheduling priority of ``Runner._run_steps``."""
+    length = [1] * len(reads)
+    for i in reversed(range(len(reads))):
+        readers = [j for j in range(i + 1, len(reads)) if reads[j] & makes[i]]
+        length[i] = 1 + max((length[j] for j in readers), default=0)
+    return length
 
 
 def _streaming(nodes: list[VNode]) -> list[VNode]:
