@@ -118,6 +118,18 @@ class Runner:
             for step in plan.steps:
                 self._run_step(plan, step)
             return
+        import ray.data
+
+        # Ray Data's progress bars of concurrent executions interleave on the terminal and slowed two
+        # small concurrent jobs 5x here (1.8 s against 0.3 s): the node events still show progress.
+        data_context = ray.data.DataContext.get_current()
+        bars, data_context.enable_progress_bars = data_context.enable_progress_bars, False
+        try:
+            self._run_concurrently(plan, limit)
+        finally:
+            data_context.enable_progress_bars = bars
+
+    def _run_concurrently(self, plan: Plan, limit: int) -> None:
         from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
         reads = [step_reads(plan, step) for step in plan.steps]

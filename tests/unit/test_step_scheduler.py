@@ -45,6 +45,9 @@ class RecordingRunner(Runner):
         with self.lock:
             self.log.append(("start", name))
         if name == "b":
+            import ray.data
+
+            self.bars_during = ray.data.DataContext.get_current().enable_progress_bars
             self.b_started.set()
         if name == "a":
             self.overlapped = self.b_started.wait(timeout=5 if self.settings["concurrent_steps"] > 1 else 0)
@@ -62,9 +65,14 @@ def test_step_reads_is_every_producer_outside_the_step():
 
 
 def test_independent_steps_overlap_and_a_reader_waits_for_both():
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    before = context.enable_progress_bars = True
     runner = RecordingRunner(concurrent_steps=2)
     runner._run_steps(FakePlan())
     assert runner.overlapped  # b started while a was still running
+    assert runner.bars_during is False and context.enable_progress_bars is before  # off while concurrent, then back
     log = runner.log
     assert log.index(("start", "c")) > max(log.index(("end", "a")), log.index(("end", "b")))
 
