@@ -12,11 +12,9 @@ import queue
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
 import time
-from collections.abc import Callable
-from contextlib import contextmanager, nullcontext
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
