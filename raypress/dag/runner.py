@@ -110,9 +110,9 @@ class Runner:
 
         Why: a DAG's branches (five bridges, twenty classifiers) need not wait for each other, and
         one step rarely fills the machine (a one-worker training leaves a core idle). Ray arbitrates
-        the CPUs; a step starts once every node it reads is done, the one with the longest chain of
-        steps after it first (then the plan's order), so long branches are not left for the end; on
-        a failure no new step starts, the running ones finish and the first error is raised."""
+        the CPUs; a step starts once every node it reads is done, in the plan's order (the YAML's,
+        where the dependencies allow: the author decides what goes first); on a failure no new step
+        starts, the running ones finish and the first error is raised."""
         limit = int(self.settings.get("concurrent_steps", 1))
         if limit <= 1:
             for step in plan.steps:
@@ -133,8 +133,7 @@ class Runner:
         from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
         reads = [step_reads(plan, step) for step in plan.steps]
-        depth = chain_lengths(reads, [set(step_nodes(step)) for step in plan.steps])
-        pending = sorted(range(len(plan.steps)), key=lambda i: (-depth[i], i))
+        pending = list(range(len(plan.steps)))
         running: dict[Future, int] = {}
         done: set[str] = set()
         failure: BaseException | None = None
@@ -389,16 +388,6 @@ def step_reads(plan: Plan, step: Segment | str) -> set[str]:
     """The nodes outside ``step`` whose outputs it reads (every input slot of every node in it)."""
     own = set(step_nodes(step))
     return {p for nid in own for producers in plan.node(nid).slots.values() for p in producers} - own
-
-
-def chain_lengths(reads: list[set[str]], makes: list[set[str]]) -> list[int]:
-    """Per step (in topological order), the number of steps on the longest chain from it to the end
-    of the run, itself included: the list-scheduling priority of ``Runner._run_steps``."""
-    length = [1] * len(reads)
-    for i in reversed(range(len(reads))):
-        readers = [j for j in range(i + 1, len(reads)) if reads[j] & makes[i]]
-        length[i] = 1 + max((length[j] for j in readers), default=0)
-    return length
 
 
 def _streaming(nodes: list[VNode]) -> list[VNode]:

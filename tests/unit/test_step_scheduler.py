@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from raypress.dag.plan import Segment
-from raypress.dag.runner import Runner, chain_lengths, step_reads
+from raypress.dag.runner import Runner, step_reads
 
 
 @dataclass
@@ -90,25 +90,3 @@ def test_a_failure_lets_running_steps_finish_and_starts_nothing_after_it():
         runner._run_steps(FakePlan())
     assert ("end", "a") in runner.log  # a was running when b failed: it finished
     assert ("start", "c") not in runner.log
-
-
-def test_chain_lengths_count_the_steps_after_each():
-    # a -> b -> d, c -> d, e alone
-    reads = [set(), {"a"}, set(), {"b", "c"}, set()]
-    makes = [{"a"}, {"b"}, {"c"}, {"d"}, {"e"}]
-    assert chain_lengths(reads, makes) == [3, 2, 2, 1, 1]
-
-
-def test_the_longest_chain_starts_first():
-    class LongChainPlan(FakePlan):
-        """a and x end the run; b leads b -> c -> d: b and a start, c goes before x."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.nodes.update(x=FakeNode(), c=FakeNode({"model": ["b"]}), d=FakeNode({"data": ["c"]}))
-            self.steps = [Segment(["src", "a"]), Segment(["x"]), "b", "c", "d"]
-
-    runner = RecordingRunner(concurrent_steps=2)
-    runner._run_steps(LongChainPlan())
-    starts = [name for event, name in runner.log if event == "start"]
-    assert sorted(starts[:2]) == ["a", "b"] and starts[2] == "c"  # c (ready once b is done) before x
