@@ -168,6 +168,8 @@ def start_head(temp_dir: str, log: Path, env: dict[str, str]) -> tuple[subproces
            "--dashboard-host=127.0.0.1",
            "--include-dashboard=true",
            f"--dashboard-agent-listen-port={free_port()}",
+           f"--dashboard-agent-grpc-port={free_port()}",  # every port fresh: the suite's own Ray runs beside it
+           f"--runtime-env-agent-port={free_port()}",
            f"--ray-client-server-port={free_port()}",
            f"--metrics-export-port={free_port()}",
            "--num-cpus=2",
