@@ -1,6 +1,6 @@
-"""CPU MoE layer: raypress's sorted-by-expert torch path vs Hugging Face Mixtral's per-expert loop.
+"""CPU MoE layer: raypress's path vs Hugging Face Mixtral's per-expert loop, with the bandwidth floor.
 
-Three implementations of one sparse MoE layer (router + top-k + SwiGLU experts) with the same
+Four implementations of one sparse MoE layer (router + top-k + SwiGLU experts) with the same
 weights, timed in the same run at each token count:
 
 - ``hf-loop``: ``transformers``' own ``MixtralSparseMoeBlock`` (eager experts): a one-hot mask,
@@ -8,25 +8,35 @@ weights, timed in the same run at each token count:
   temporaries and an ``index_add_``.
 - ``dense``: every expert on every token, combined by a dense routing matrix
   (``fused_moe_reference``; E/k times the routed FLOPs).
-- ``ours``: ``raypress.kernels.moe`` on CPU: ``topk_softmax`` + ``fused_moe`` (pairs sorted by
-  expert once, per expert slice one fused gate/up GEMM, SiLU·mul into one buffer, the down
-  GEMM, an in-place weight scale and an ``index_add_``), GEMMs through oneDNN for fp32; up to
-  64 (token, slot) pairs the small-batch path instead (routing grouped in Python, no sort, no
-  ``index_add_``: ``moe._fused_moe_small``).
-- ``ours-mm``: the same with its GEMMs through ``torch.mm`` (BLAS, as the HF loop's), to show
-  how much of the gain is the GEMM library and how much the sorted layout.
+- ``ours``: ``raypress.kernels.moe`` on CPU: ``topk_softmax`` + ``fused_moe``. Up to
+  ``moe_cpu.MAX_ROWS_PER_EXPERT`` rows per expert (1 and 16 tokens here) that is the numba
+  kernels of ``moe_cpu`` (two parallel passes that read each hit expert's weights once); above,
+  pairs sorted by expert once, per expert slice one fused gate/up GEMM through oneDNN, SiLU·mul
+  into one buffer, the down GEMM, an in-place weight scale and an ``index_add_``.
+- ``ours-torch``: ours with the numba kernels switched off (the torch-only path, on oneDNN), to
+  show what the kernels add.
 
-    .venv/bin/python bench/moe_layer.py                      # H=1024, I=3584, E=8, k=2
-    .venv/bin/python bench/moe_layer.py --hidden 256 --intermediate 896
+Each line starts with the **floor** (a roofline measured at start-up on this machine): the
+larger of the bytes every implementation must read (the router and each routed expert, once)
+over the read bandwidth, and the routed FLOPs over a large GEMM's rate. Where the floor is close
+to ``hf-loop`` no path can be much faster; the 2x targets at 1 and 16 tokens are for where
+overhead dominates, 1.2x at 2048 tokens is against a GEMM-bound floor.
 
-On a shared 2-core machine the absolute times swing several-fold with other load (two OpenMP
-threads stall whenever one core is taken: try ``--threads 1`` for steadier numbers); the three
-implementations alternate, so their ratio is steadier than their times.
+    .venv/bin/python bench/moe_layer.py                                   # H=256, I=896 (Mixtral/16)
+    .venv/bin/python bench/moe_layer.py --hidden 1024 --intermediate 3584  # Mixtral/4: 42 MiB experts
 
-Each size gets warm-up calls, then rounds that run the three in turn (so they see the same
-machine load); medians are reported. Outputs must agree (checked per size). One line per size
-ends in the speedup of ours over the HF loop (``2.1x``); the last line is ``ratio N.NN``, the
-geometric mean of those speedups.
+The default is Mixtral's proportions (I = 3.5 H, 8 experts, top-2) at 1/16 of its width: 2.6 MiB
+per expert, 21 MiB per layer. At 1/4 (``--hidden 1024``) one token already reads 88 MB, which
+this 2-core VM streams at ~18 GB/s: 1 token is bound by bandwidth in every implementation.
+
+On a shared 2-core machine the absolute times swing with other load (two OpenMP threads stall
+whenever one core is taken: try ``--threads 1`` for steadier numbers); the implementations
+alternate, so their ratio is steadier than their times.
+
+Each size gets warm-up calls, then rounds that run the implementations in turn (so they see the
+same machine load); medians are reported. Outputs must agree (checked per size). One line per
+size ends in the speedup of ours over the HF loop (``2.1x``); the last line is ``ratio N.NN``,
+the geometric mean of those speedups.
 """
 
 from __future__ import annotations
@@ -74,12 +84,12 @@ def layer_fns(block: torch.nn.Module, top_k: int) -> dict[str, Callable[[torch.T
         weights, ids = moe.topk_softmax(F.linear(x, router), top_k, renormalize=True, backend="torch")
         return moe.fused_moe(x, w13, w2, weights, ids, backend="torch")
 
-    def ours_mm(x: torch.Tensor) -> torch.Tensor:
-        moe.USE_ONEDNN = False  # same algorithm, GEMMs through torch.mm (BLAS) like the HF loop
+    def ours_torch(x: torch.Tensor) -> torch.Tensor:
+        moe.USE_NUMBA = False  # the torch-only path: what the numba kernels add at few rows
         try:
             return ours(x)
         finally:
-            moe.USE_ONEDNN = True
+            moe.USE_NUMBA = True
 
     def dense(x: torch.Tensor) -> torch.Tensor:
         weights, ids = moe.topk_softmax(F.linear(x, router), top_k, renormalize=True, backend="torch")
@@ -88,7 +98,7 @@ def layer_fns(block: torch.nn.Module, top_k: int) -> dict[str, Callable[[torch.T
     def hf_loop(x: torch.Tensor) -> torch.Tensor:
         return block(x.unsqueeze(0)).squeeze(0)
 
-    return {"hf-loop": hf_loop, "dense": dense, "ours-mm": ours_mm, "ours": ours}
+    return {"hf-loop": hf_loop, "dense": dense, "ours-torch": ours_torch, "ours": ours}
 
 
 def time_round_robin(fns: dict[str, Callable], x: torch.Tensor, warmup: int, rounds: int) -> dict[str, float]:
@@ -105,15 +115,57 @@ def time_round_robin(fns: dict[str, Callable], x: torch.Tensor, warmup: int, rou
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def stream_read_gbps(repeats: int = 5) -> float:
+    """This machine's read bandwidth now, with the bench's threads: a 256 MiB sum, best of ``repeats``."""
+    buffer = torch.ones(64 * 2**20)
+    buffer.sum()
+    best = min(_seconds(buffer.sum) for _ in range(repeats))
+    return buffer.numel() * 4 / best / 1e9
+
+
+def matmul_gflops(repeats: int = 5) -> float:
+    """This machine's fp32 GEMM rate now: a 1024^3 product through MKL (``torch.mm``) and through
+    oneDNN when torch has it, the best of ``repeats`` each, the faster library."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    products = [lambda: torch.mm(a, b)]
+    if moe.onednn_linear_available():
+        b_t = b.t().contiguous()
+        products.append(lambda: moe._onednn_linear(a, b_t))
+    best = float("inf")
+    for product in products:
+        product()
+        best = min([best] + [_seconds(product) for _ in range(repeats)])
+    return 2 * 1024**3 / best / 1e9
+
+
+def _seconds(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def floor_ms(block: torch.nn.Module, x: torch.Tensor, top_k: int, gbps: float, gflops: float) -> tuple[float, str]:
+    """The roofline: the larger of reading the router and each routed expert once at ``gbps`` and
+    the routed FLOPs (router + top-k SwiGLU experts per token) at ``gflops``; and which it is."""
+    router = block.gate.weight
+    _, ids = torch.topk(F.linear(x, router), top_k, dim=-1)
+    per_expert = block.experts.gate_up_proj[0].nbytes + block.experts.down_proj[0].nbytes
+    read_ms = (router.nbytes + int(ids.unique().numel()) * per_expert) / gbps / 1e6
+    hidden, inter = block.experts.down_proj.shape[1:]
+    flops = x.shape[0] * (2 * router.numel() + top_k * 6 * hidden * inter)
+    compute_ms = flops / gflops / 1e6
+    return (read_ms, "bandwidth") if read_ms >= compute_ms else (compute_ms, "gemm")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--hidden", type=int, default=1024)
-    parser.add_argument("--intermediate", type=int, default=3584)
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--intermediate", type=int, default=1792)
     parser.add_argument("--experts", type=int, default=8)
     parser.add_argument("--top-k", type=int, default=2)
     parser.add_argument("--tokens", default="1,16,256,2048", help="comma-separated token counts")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for every implementation")
-    parser.add_argument("--rounds", type=int, default=0, help="timed rounds per size (0: 15 up to 16 tokens, 7 up to 256, else 3)")
+    parser.add_argument("--rounds", type=int, default=0, help="timed rounds per size (0: 15 up to 16 tokens, 7 up to 256, else 5)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -121,9 +173,10 @@ def main() -> None:
     block = build_hf_block(args.hidden, args.intermediate, args.experts, args.top_k, args.seed)
     fns = layer_fns(block, args.top_k)
     expert_mb = 3 * args.hidden * args.intermediate * 4 / 2**20
+    bandwidth, gemm_rate = stream_read_gbps(), matmul_gflops()
     print(f"MoE layer H={args.hidden} I={args.intermediate} E={args.experts} k={args.top_k} fp32, "
           f"{expert_mb:.1f} MiB per expert; torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"load {os.getloadavg()[0]:.1f}")
+          f"read bandwidth {bandwidth:.1f} GB/s, GEMM {gemm_rate:.0f} GFLOP/s, load {os.getloadavg()[0]:.1f}")
     speedups = []
     gen = torch.Generator().manual_seed(args.seed + 1)
     with torch.inference_mode():
@@ -134,13 +187,14 @@ def main() -> None:
             diff = max((out - outs["hf-loop"]).abs().max().item() for out in outs.values())
             if diff > 1e-4 * max(scale, 1.0):
                 raise SystemExit(f"outputs disagree at {tokens} tokens: max|diff| {diff:.3g} (max|out| {scale:.3g})")
-            rounds = args.rounds or (15 if tokens <= 16 else 7 if tokens <= 256 else 3)
+            rounds = args.rounds or (15 if tokens <= 16 else 7 if tokens <= 256 else 5)
             med = time_round_robin(fns, x, warmup=2 if tokens <= 256 else 1, rounds=rounds)
             speedup = med["hf-loop"] / med["ours"]
             speedups.append(speedup)
-            print(f"tokens {tokens:5d}: hf-loop {med['hf-loop'] * 1e3:8.2f} ms  dense {med['dense'] * 1e3:8.2f} ms  "
-                  f"ours-mm {med['ours-mm'] * 1e3:8.2f} ms  ours {med['ours'] * 1e3:8.2f} ms  "
-                  f"(ours-mm vs hf-loop {med['hf-loop'] / med['ours-mm']:.1f}x, vs dense {med['dense'] / med['ours']:.1f}x, "
+            floor, bound = floor_ms(block, x, args.top_k, bandwidth, gemm_rate)
+            print(f"tokens {tokens:5d}: floor {floor:7.2f} ms ({bound:9s})  hf-loop {med['hf-loop'] * 1e3:8.2f} ms  dense {med['dense'] * 1e3:8.2f} ms  "
+                  f"ours-torch {med['ours-torch'] * 1e3:8.2f} ms  ours {med['ours'] * 1e3:8.2f} ms  "
+                  f"(ours-torch vs hf-loop {med['hf-loop'] / med['ours-torch']:.1f}x, vs dense {med['dense'] / med['ours']:.1f}x, "
                   f"max|diff| {diff:.1e}, median of {rounds}, load {os.getloadavg()[0]:.1f})  speedup vs hf-loop "
                   f"{speedup:.1f}x", flush=True)
     print(f"ratio {math.exp(sum(map(math.log, speedups)) / len(speedups)):.2f}")

@@ -12,6 +12,20 @@ import torch
 
 from raypress.models.moe_config import MoEConfig
 
+
+def moe_definition(hidden, w13, w2, topk_weights, topk_ids) -> torch.Tensor:
+    """The routed SwiGLU MoE by its definition, one (token, slot) at a time in fp64: checks the
+    references and the CPU kernels alike."""
+    inter = w2.shape[2]
+    out = torch.zeros(hidden.shape, dtype=torch.float64)
+    for t in range(hidden.shape[0]):
+        for slot in range(topk_ids.shape[1]):
+            e = int(topk_ids[t, slot])
+            gate = w13[e, :inter].double() @ hidden[t].double()
+            up = w13[e, inter:].double() @ hidden[t].double()
+            out[t] += float(topk_weights[t, slot]) * (w2[e].double() @ (torch.nn.functional.silu(gate) * up))
+    return out
+
 TINY_TEXTS = [
     "The quick brown fox jumps over the lazy dog. ",
     "Continuous batching admits new requests between decode steps. ",

@@ -2,7 +2,8 @@
 
 ``topk_softmax`` (router gating), ``moe_align_block_size`` (vLLM's expert-sorted, block-padded
 layout for a grouped GEMM) and ``fused_moe`` (the routed SwiGLU experts). On CUDA tensors each
-runs its Triton kernel (``moe_triton``); elsewhere the torch paths below. ``backend="triton"``
+runs its Triton kernel (``moe_triton``); elsewhere the torch paths below, and for fp32 CPU
+inference with a few rows per expert ``moe_cpu``'s numba kernels (decode steps, short prompts). ``backend="triton"``
 or ``RAYPRESS_MOE_BACKEND=triton`` forces Triton (on CPU tensors that needs
 ``TRITON_INTERPRET=1`` set before triton is first imported: the tests); ``"torch"`` forces the
 torch path; ``"reference"`` the plain references of ``moe_reference``. Whenever autograd needs
@@ -24,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from raypress.kernels import moe_cpu
 from raypress.kernels.moe_reference import (
     fused_moe_reference,
     moe_align_block_size_reference,
@@ -172,6 +174,19 @@ def _expert_swiglu(x: Tensor, w13_e: Tensor, w2_e: Tensor, autograd: bool, onedn
     return torch.mm(act, w2_e.t()) if out is None else torch.mm(act, w2_e.t(), out=out)
 
 
+USE_NUMBA = True  # module switch so bench/moe_layer.py can show what the numba kernels add
+
+
+def _use_few_rows_kernels(hidden: Tensor, w13: Tensor, w2: Tensor, topk_ids: Tensor) -> bool:
+    """``moe_cpu``'s streaming kernels for fp32 CPU inference with a few rows per expert."""
+    pairs = topk_ids.numel()
+    return (
+        USE_NUMBA
+        and 0 < pairs <= moe_cpu.MAX_ROWS_PER_EXPERT * w13.shape[0]
+        and moe_cpu.supports(hidden, w13, w2)
+    )
+
+
 SMALL_PAIRS = 64  # up to this many (token, slot) pairs inference takes _fused_moe_small
 
 
@@ -234,10 +249,13 @@ def fused_moe_torch(hidden: Tensor, w13: Tensor, w2: Tensor, topk_weights: Tenso
     gate/up GEMM, SiLU·mul into one buffer, the down GEMM, the routing-weight scale in place and
     an ``index_add_`` of that slice into an fp32 output. Experts without tokens cost nothing.
     Autograd-safe: when gradients are needed the in-place steps become out-of-place ones.
-    Inference on CPU with at most SMALL_PAIRS (token, slot) pairs takes ``_fused_moe_small``.
+    fp32 inference on CPU with a few rows per expert runs ``moe_cpu``'s numba kernels when numba
+    is installed; otherwise at most SMALL_PAIRS (token, slot) pairs take ``_fused_moe_small``.
     """
     num_tokens, top_k = topk_ids.shape
     autograd = _needs_grad(hidden, w13, w2, topk_weights)
+    if not autograd and _use_few_rows_kernels(hidden, w13, w2, topk_ids):
+        return moe_cpu.fused_moe_few_rows(hidden, w13, w2, topk_weights, topk_ids).to(hidden.dtype)
     onednn = _use_onednn(hidden, w13, w2, autograd)
     if not autograd and hidden.device.type == "cpu" and 0 < topk_ids.numel() <= SMALL_PAIRS:
         return _fused_moe_small(hidden, w13, w2, topk_weights, topk_ids, onednn)

@@ -18,7 +18,7 @@ if "triton" not in sys.modules:
 
 import pytest
 import torch
-import torch.nn.functional as F
+from moe_fixtures import moe_definition
 
 from raypress.kernels import moe
 from raypress.kernels.moe_reference import (
@@ -60,25 +60,13 @@ def expert_weights(num_experts: int, dtype: torch.dtype, seed: int = 1) -> tuple
     return w13.to(dtype), w2.to(dtype)
 
 
-def per_token_loop(hidden, w13, w2, topk_weights, topk_ids):
-    """The definition, one (token, slot) at a time in fp64: checks the reference itself."""
-    out = torch.zeros(hidden.shape, dtype=torch.float64)
-    for t in range(hidden.shape[0]):
-        for slot in range(topk_ids.shape[1]):
-            e = int(topk_ids[t, slot])
-            gate = w13[e, :I].double() @ hidden[t].double()
-            up = w13[e, I:].double() @ hidden[t].double()
-            out[t] += float(topk_weights[t, slot]) * (w2[e].double() @ (F.silu(gate) * up))
-    return out
-
-
 # ------------------------------------------------------------------------- references
 def test_reference_matches_definition_and_skips_unrouted_experts():
     _, weights, ids = skewed_routing(9, 8, 2, seed=3)
     assert not torch.isin(torch.tensor([3, 5, 7]), ids).any()  # the routing really is uneven
     x = torch.randn(9, H, generator=torch.Generator().manual_seed(4))
     w13, w2 = expert_weights(8, torch.float32)
-    expected = per_token_loop(x, w13, w2, weights, ids)
+    expected = moe_definition(x, w13, w2, weights, ids)
     torch.testing.assert_close(fused_moe_reference(x, w13, w2, weights, ids).double(), expected, atol=1e-5, rtol=1e-5)
 
 
@@ -197,7 +185,8 @@ def test_cpu_path_with_and_without_onednn_agree(monkeypatch):
 
 
 def _spy_small_path(monkeypatch) -> list[int]:
-    """Record the pair count of every call that takes the small-batch path."""
+    """Record the pair count of every call that takes the small-batch path (numba kernels off)."""
+    monkeypatch.setattr(moe, "USE_NUMBA", False)  # those kernels are tested in test_moe_cpu_kernels.py
     calls: list[int] = []
     real = moe._fused_moe_small
 
@@ -234,7 +223,7 @@ def test_cpu_small_batch_path_matches_definition(monkeypatch, routing, dtype, to
         out = moe.fused_moe(x, w13, w2, weights, ids.int(), backend="torch")
     assert calls == [ids.numel()]
     assert out.dtype == dtype and out.shape == (num_tokens, H)
-    expected = per_token_loop(x.float(), w13.float(), w2.float(), weights, ids)
+    expected = moe_definition(x.float(), w13.float(), w2.float(), weights, ids)
     torch.testing.assert_close(out.double(), expected, atol=tol, rtol=tol)
 
 
