@@ -22,21 +22,23 @@ over the read bandwidth, and the routed FLOPs over a large GEMM's rate. Where th
 to ``hf-loop`` no path can be much faster; the 2x targets at 1 and 16 tokens are for where
 overhead dominates, 1.2x at 2048 tokens is against a GEMM-bound floor.
 
-    .venv/bin/python bench/moe_layer.py                                   # H=256, I=896 (Mixtral/16)
-    .venv/bin/python bench/moe_layer.py --hidden 1024 --intermediate 3584  # Mixtral/4: 42 MiB experts
+    .venv/bin/python bench/moe_layer.py                                  # H=1024, I=3584 (Mixtral/4)
+    .venv/bin/python bench/moe_layer.py --hidden 512 --intermediate 1792  # Mixtral/8
+    .venv/bin/python bench/moe_layer.py --hidden 256 --intermediate 896   # Mixtral/16
 
-The default is Mixtral's proportions (I = 3.5 H, 8 experts, top-2) at 1/16 of its width: 2.6 MiB
-per expert, 21 MiB per layer. At 1/4 (``--hidden 1024``) one token already reads 88 MB, which
-this 2-core VM streams at ~18 GB/s: 1 token is bound by bandwidth in every implementation.
+The default is Mixtral's proportions (I = 3.5 H, 8 experts, top-2) at 1/4 of its width: 42 MiB
+per expert. One token then reads two experts, 88 MB, which this 2-core VM streams at ~18 GB/s:
+1 token is bound by bandwidth in every implementation, and the floor says how far from it each
+one is. Narrower layers (``--hidden 512`` / ``256``) are where per-op overhead shows.
 
 On a shared 2-core machine the absolute times swing with other load (two OpenMP threads stall
 whenever one core is taken: try ``--threads 1`` for steadier numbers); the implementations
 alternate, so their ratio is steadier than their times.
 
 Each size gets warm-up calls, then rounds that run the implementations in turn (so they see the
-same machine load); medians are reported. Outputs must agree (checked per size). One line per
-size ends in the speedup of ours over the HF loop (``2.1x``); the last line is ``ratio N.NN``,
-the geometric mean of those speedups.
+same machine load); times are medians. Outputs must agree (checked per size). One line per size
+ends in the speedup of ours over the HF loop (``2.1x``): the median of the per-round ratios, the
+two running back to back; the last line is ``ratio N.NN``, the geometric mean of those speedups.
 """
 
 from __future__ import annotations
@@ -98,11 +100,12 @@ def layer_fns(block: torch.nn.Module, top_k: int) -> dict[str, Callable[[torch.T
     def hf_loop(x: torch.Tensor) -> torch.Tensor:
         return block(x.unsqueeze(0)).squeeze(0)
 
-    return {"hf-loop": hf_loop, "dense": dense, "ours-torch": ours_torch, "ours": ours}
+    # hf-loop and ours run back to back in each round: their per-round ratio compares neighbours
+    return {"dense": dense, "ours-torch": ours_torch, "hf-loop": hf_loop, "ours": ours}
 
 
-def time_round_robin(fns: dict[str, Callable], x: torch.Tensor, warmup: int, rounds: int) -> dict[str, float]:
-    """Median seconds per call; the implementations alternate within each round."""
+def time_round_robin(fns: dict[str, Callable], x: torch.Tensor, warmup: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds per call, one list per implementation; the implementations alternate within each round."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(warmup):
         for fn in fns.values():
@@ -112,7 +115,13 @@ def time_round_robin(fns: dict[str, Callable], x: torch.Tensor, warmup: int, rou
             start = time.perf_counter()
             fn(x)
             samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return samples
+
+
+def paired_speedup(baseline: list[float], ours: list[float]) -> float:
+    """Median over rounds of baseline/ours, each ratio from runs seconds apart: this VM's speed
+    drifts by tens of percent over seconds, which a ratio of two medians would carry."""
+    return statistics.median(b / o for b, o in zip(baseline, ours))
 
 
 def stream_read_gbps(repeats: int = 5) -> float:
@@ -159,8 +168,8 @@ def floor_ms(block: torch.nn.Module, x: torch.Tensor, top_k: int, gbps: float, g
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--intermediate", type=int, default=1792)
+    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--intermediate", type=int, default=3584)
     parser.add_argument("--experts", type=int, default=8)
     parser.add_argument("--top-k", type=int, default=2)
     parser.add_argument("--tokens", default="1,16,256,2048", help="comma-separated token counts")
@@ -188,8 +197,9 @@ def main() -> None:
             if diff > 1e-4 * max(scale, 1.0):
                 raise SystemExit(f"outputs disagree at {tokens} tokens: max|diff| {diff:.3g} (max|out| {scale:.3g})")
             rounds = args.rounds or (15 if tokens <= 16 else 7 if tokens <= 256 else 5)
-            med = time_round_robin(fns, x, warmup=2 if tokens <= 256 else 1, rounds=rounds)
-            speedup = med["hf-loop"] / med["ours"]
+            samples = time_round_robin(fns, x, warmup=2 if tokens <= 256 else 1, rounds=rounds)
+            med = {name: statistics.median(values) for name, values in samples.items()}
+            speedup = paired_speedup(samples["hf-loop"], samples["ours"])
             speedups.append(speedup)
             floor, bound = floor_ms(block, x, args.top_k, bandwidth, gemm_rate)
             print(f"tokens {tokens:5d}: floor {floor:7.2f} ms ({bound:9s})  hf-loop {med['hf-loop'] * 1e3:8.2f} ms  dense {med['dense'] * 1e3:8.2f} ms  "
