@@ -266,6 +266,19 @@ def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem]) -> lis
     return nodes
 
 
+def _override_targets(node_id: str, param: str, by_id: dict) -> list[str] | str:
+    """The node ids `--set NODE.PARAM` applies to (``[]`` for `settings.KEY`), or why it applies to none."""
+    from raypress.operators.registry import did_you_mean
+
+    if node_id == "settings" and node_id not in by_id:
+        return [] if param in Settings.DEFAULTS else f"unknown setting{did_you_mean(param, Settings.DEFAULTS)}"
+    if any(ch in node_id for ch in "*?["):  # a glob sets one param on every matching node
+        return [nid for nid in by_id if fnmatch.fnmatchcase(nid, node_id)] or f"no node matches {node_id!r}"
+    if node_id not in by_id:
+        return f"no node {node_id!r}{did_you_mean(node_id, by_id)}"
+    return [node_id]
+
+
 def apply_overrides(spec: PipelineSpec, overrides) -> None:
     """`--set NODE.PARAM=VALUE` (VALUE parsed as YAML; NODE may be a glob such as `bridge_*`, setting
     the param on every matching node) and `--set settings.KEY=VALUE`; bad ones become problems."""
@@ -278,36 +291,19 @@ def apply_overrides(spec: PipelineSpec, overrides) -> None:
             continue
         target, raw_value = item.split("=", 1)
         node_id, param = target.split(".", 1)
-        if node_id == "settings" and node_id not in by_id:
-            targets = []
-            if param not in Settings.DEFAULTS:
-                from raypress.operators.registry import did_you_mean
-
-                where.message = f"unknown setting{did_you_mean(param, Settings.DEFAULTS)}"
-                spec.problems.append(where)
-                continue
-        elif any(ch in node_id for ch in "*?["):  # a glob sets one param on every matching node
-            targets = [nid for nid in by_id if fnmatch.fnmatchcase(nid, node_id)]
-            if not targets:
-                where.message = f"no node matches {node_id!r}"
-                spec.problems.append(where)
-                continue
-        elif node_id not in by_id:
-            from raypress.operators.registry import did_you_mean
-
-            where.message = f"no node {node_id!r}{did_you_mean(node_id, by_id)}"
+        targets = _override_targets(node_id, param, by_id)
+        if isinstance(targets, str):
+            where.message = targets
             spec.problems.append(where)
             continue
-        else:
-            targets = [node_id]
         try:
             value = yaml.safe_load(raw_value) if raw_value != "" else ""
         except yaml.YAMLError as exc:
             where.message = f"value is not valid YAML: {exc}"
             spec.problems.append(where)
             continue
-        if node_id == "settings" and not targets:
-            spec.settings[param] = value  # a bad value is reported by validate, like one in the file
+        if not targets:  # settings.KEY: a bad value is reported by validate, like one in the file
+            spec.settings[param] = value
         for nid in targets:
             node = by_id[nid]
             node.params = copy.deepcopy(node.params)
