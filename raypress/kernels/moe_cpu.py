@@ -60,6 +60,8 @@ def _group_by_expert(ids: np.ndarray, num_experts: int) -> tuple[np.ndarray, np.
     group g holds ``pairs[starts[g]:starts[g+1]]`` and is expert ``experts[g]``."""
     counts = np.zeros(num_experts, np.int64)
     for e in ids:
+        if e < 0 or e >= num_experts:  # the kernels index without bounds checks
+            raise IndexError("an expert id is outside [0, num_experts)")
         counts[e] += 1
     groups = 0
     for e in range(num_experts):
@@ -187,12 +189,12 @@ def fused_moe_few_rows(hidden: Tensor, w13: Tensor, w2: Tensor, topk_weights: Te
     group, gate_up, down_combine = _kernels()
     numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
     num_tokens, top_k = topk_ids.shape
-    x = hidden.contiguous().numpy()
-    ids = topk_ids.reshape(-1).to(torch.int64).numpy()
-    weights = topk_weights.reshape(-1).to(torch.float32).contiguous().numpy()
+    x = hidden.detach().contiguous().numpy()
+    ids = topk_ids.detach().reshape(-1).to(torch.int64).numpy()
+    weights = topk_weights.detach().reshape(-1).to(torch.float32).contiguous().numpy()
     pairs, starts, experts = group(ids, w13.shape[0])
     act = np.empty((ids.shape[0], w2.shape[2]), np.float32)
     out = torch.zeros(num_tokens, hidden.shape[1], dtype=torch.float32)
-    gate_up(x, pairs, starts, experts, top_k, w13.numpy(), act)
-    down_combine(act, pairs, starts, experts, top_k, w2.numpy(), weights, out.numpy())
+    gate_up(x, pairs, starts, experts, top_k, w13.detach().numpy(), act)
+    down_combine(act, pairs, starts, experts, top_k, w2.detach().numpy(), weights, out.numpy())
     return out

@@ -118,3 +118,19 @@ def test_threads_follow_torch(monkeypatch):
         assert numba.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_parameters_under_no_grad_and_bad_expert_ids():
+    """Model weights are Parameters (requires_grad) even when serving; an id out of range is an
+    error, not a read outside the weights."""
+    w13, w2 = (torch.nn.Parameter(w) for w in weights_for(4, 32, 64))
+    ids = torch.tensor([[0, 3]])
+    weights = torch.tensor([[0.7, 0.3]])
+    x = torch.randn(1, 32)
+    with torch.no_grad():
+        out = moe_cpu.fused_moe_few_rows(x, w13, w2, weights, ids)
+    torch.testing.assert_close(out.double(), moe_definition(x, w13.detach(), w2.detach(), weights, ids),
+                               atol=1e-5, rtol=1e-5)
+    for bad in ([[0, 4]], [[-1, 0]]):
+        with pytest.raises(IndexError, match="outside"):
+            moe_cpu.fused_moe_few_rows(x, w13.detach(), w2.detach(), weights, torch.tensor(bad))
