@@ -47,12 +47,13 @@ def available() -> bool:
     return numba is not None
 
 
-def _jit(fn):
-    """``numba.njit(parallel=True)``, cached on disk when the package directory is writable."""
+def _jit(fn, parallel: bool = True):
+    """``numba.njit``, cached on disk when the package directory is writable."""
+    options = {"parallel": True, "fastmath": _FASTMATH} if parallel else {}
     try:
-        return numba.njit(parallel=True, fastmath=_FASTMATH, cache=True)(fn)
+        return numba.njit(cache=True, **options)(fn)
     except RuntimeError:  # numba refuses cache=True where it can find no cache directory
-        return numba.njit(parallel=True, fastmath=_FASTMATH)(fn)
+        return numba.njit(**options)(fn)
 
 
 def _group_by_expert(ids: np.ndarray, num_experts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -169,8 +170,7 @@ def _down_combine(act: np.ndarray, pairs: np.ndarray, starts: np.ndarray, expert
 @functools.lru_cache(maxsize=1)
 def _kernels():
     """The compiled kernels (compiled once per process; loaded from numba's cache when it has them)."""
-    group = numba.njit(cache=True)(_group_by_expert) if numba else None
-    return group, _jit(_gate_up), _jit(_down_combine)
+    return _jit(_group_by_expert, parallel=False), _jit(_gate_up), _jit(_down_combine)
 
 
 def supports(hidden: Tensor, w13: Tensor, w2: Tensor) -> bool:
