@@ -40,7 +40,8 @@ def test_mulberry_pipeline_small(ray_session, tmp_path):
         "search.search={budget: 8, max_tokens: 24}", "report.ablation=[comcts-1, comcts-2]",
         "sft.runs=[comcts-2]", "sft_reflection.runs=[comcts-2]",
         "sft.max_steps=20", "sft_reflection.max_steps=20", "sft.max_minutes=5", "sft_reflection.max_minutes=5",
-        "sft.num_workers=0", "sft_reflection.num_workers=0"]  # Ray Train local mode: no actors to start
+        "sft.num_workers=0", "sft_reflection.num_workers=0",  # Ray Train local mode: no actors to start
+        "settings.concurrent_steps=2"]  # eval_before beside the search, each SFT's evaluation beside the other SFT
     events: list[dict] = []
     ledger = run_pipeline(str(REPO / "pipelines" / "mulberry_comcts.yaml"), run_dir=str(tmp_path / "run"),
                           overrides=overrides, on_event=events.append)
@@ -58,5 +59,5 @@ def test_mulberry_pipeline_small(ray_session, tmp_path):
     assert table["comcts-2-copies-of-best"]["policies"] == [table["mcts-best"]["policies"][0]] * 2
     assert set(report["evaluation"]) == {"before", "after", "after_reflection"}
     assert Path(report["markdown"]).read_text().startswith("| run | method |")
-    sft_events = [e for e in events if e.get("event") == "sft_corpus"]
-    assert len(sft_events) == 2 and sft_events[0]["reflective"] == 0
+    sft_events = {e["node"]: e for e in events if e.get("event") == "sft_corpus"}  # the two SFTs run at once
+    assert set(sft_events) == {"sft", "sft_reflection"} and sft_events["sft"]["reflective"] == 0
