@@ -3,8 +3,8 @@
 ``topk_softmax`` (router gating), ``moe_align_block_size`` (vLLM's expert-sorted, block-padded
 layout for a grouped GEMM) and ``fused_moe`` (the routed SwiGLU experts). On CUDA tensors each
 runs its Triton kernel (``moe_triton``); elsewhere the torch paths below, and for fp32 CPU
-inference with a few rows per expert ``moe_cpu``'s numba kernels (decode steps, short prompts). ``backend="triton"``
-or ``RAYPRESS_MOE_BACKEND=triton`` forces Triton (on CPU tensors that needs
+inference with a few rows per expert ``moe_cpu``'s numba kernels (decode steps, short prompts).
+``backend="triton"`` or ``RAYPRESS_MOE_BACKEND=triton`` forces Triton (on CPU tensors that needs
 ``TRITON_INTERPRET=1`` set before triton is first imported: the tests); ``"torch"`` forces the
 torch path; ``"reference"`` the plain references of ``moe_reference``. Whenever autograd needs
 gradients the torch path runs (the Triton kernels have no backward).
