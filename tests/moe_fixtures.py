@@ -13,6 +13,14 @@ import torch
 from raypress.models.moe_config import MoEConfig
 
 
+def random_expert_weights(num_experts: int, hidden: int, inter: int, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(w13, w2)`` in the ``(E, N, K)`` layout, scaled like a trained layer's (fp32)."""
+    gen = torch.Generator().manual_seed(seed)
+    w13 = torch.randn(num_experts, 2 * inter, hidden, generator=gen) / hidden**0.5
+    w2 = torch.randn(num_experts, hidden, inter, generator=gen) / inter**0.5
+    return w13, w2
+
+
 def moe_definition(hidden, w13, w2, topk_weights, topk_ids) -> torch.Tensor:
     """The routed SwiGLU MoE by its definition, one (token, slot) at a time in fp64: checks the
     references and the CPU kernels alike."""

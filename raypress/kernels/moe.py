@@ -255,7 +255,7 @@ def fused_moe_torch(hidden: Tensor, w13: Tensor, w2: Tensor, topk_weights: Tenso
     num_tokens, top_k = topk_ids.shape
     autograd = _needs_grad(hidden, w13, w2, topk_weights)
     if not autograd and _use_few_rows_kernels(hidden, w13, w2, topk_ids):
-        return moe_cpu.fused_moe_few_rows(hidden, w13, w2, topk_weights, topk_ids).to(hidden.dtype)
+        return moe_cpu.fused_moe_few_rows(hidden, w13, w2, topk_weights, topk_ids)  # fp32 in, fp32 out
     onednn = _use_onednn(hidden, w13, w2, autograd)
     if not autograd and hidden.device.type == "cpu" and 0 < topk_ids.numel() <= SMALL_PAIRS:
         return _fused_moe_small(hidden, w13, w2, topk_weights, topk_ids, onednn)

@@ -7,16 +7,9 @@ import torch
 
 pytest.importorskip("numba")
 
-from moe_fixtures import moe_definition  # noqa: E402
+from moe_fixtures import moe_definition, random_expert_weights  # noqa: E402
 from raypress.kernels import moe, moe_cpu  # noqa: E402
 from raypress.kernels.moe_reference import fused_moe_reference, topk_softmax_reference  # noqa: E402
-
-
-def weights_for(num_experts: int, hidden: int, inter: int, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    w13 = torch.randn(num_experts, 2 * inter, hidden, generator=gen) / hidden**0.5
-    w2 = torch.randn(num_experts, hidden, inter, generator=gen) / inter**0.5
-    return w13, w2
 
 
 ROUTINGS = {
@@ -39,7 +32,7 @@ def test_kernels_match_definition(routing, hidden, inter):
     gen = torch.Generator().manual_seed(num_tokens * 10 + k)
     weights = torch.rand(num_tokens, k, generator=gen) + 0.1  # not renormalised: each slot's weight must count
     x = torch.randn(num_tokens, hidden, generator=gen)
-    w13, w2 = weights_for(4, hidden, inter)
+    w13, w2 = random_expert_weights(4, hidden, inter)
     out = moe_cpu.fused_moe_few_rows(x, w13, w2, weights, ids)
     assert out.dtype == torch.float32 and out.shape == (num_tokens, hidden)
     torch.testing.assert_close(out.double(), moe_definition(x, w13, w2, weights, ids), atol=1e-5, rtol=1e-5)
@@ -53,14 +46,14 @@ def test_skewed_routing_with_idle_experts_and_strided_rows(num_tokens, k):
     logits[:, 3::2] -= 50.0  # experts 3, 5, 7 never win
     weights, ids = topk_softmax_reference(logits, k, renormalize=True)
     x = torch.randn(num_tokens, 2 * 48, generator=gen)[:, ::2]  # a strided view
-    w13, w2 = weights_for(8, 48, 80)
+    w13, w2 = random_expert_weights(8, 48, 80)
     out = moe_cpu.fused_moe_few_rows(x, w13, w2, weights, ids.int())
     torch.testing.assert_close(out, fused_moe_reference(x, w13, w2, weights, ids), atol=1e-5, rtol=1e-5)
 
 
 def test_a_token_gets_the_same_result_alone_and_in_a_batch():
     """What greedy decoding needs: a row's output must not depend on the rows batched with it."""
-    w13, w2 = weights_for(8, 64, 96)
+    w13, w2 = random_expert_weights(8, 64, 96)
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(12, 64, generator=gen)
     weights, ids = topk_softmax_reference(torch.randn(12, 8, generator=gen), 2, renormalize=True)
@@ -83,7 +76,7 @@ def _spy_few_rows(monkeypatch) -> list[int]:
 
 
 def test_model_path_takes_the_kernels_only_for_fp32_inference_on_few_rows(monkeypatch):
-    w13, w2 = weights_for(8, 32, 64)
+    w13, w2 = random_expert_weights(8, 32, 64)
     calls = _spy_few_rows(monkeypatch)
     limit = moe_cpu.MAX_ROWS_PER_EXPERT * 8 // 2  # tokens at k=2
     gen = torch.Generator().manual_seed(0)
@@ -108,7 +101,7 @@ def test_threads_follow_torch(monkeypatch):
     """The kernels use as many threads as torch's intra-op pool (Ray workers set it to their CPUs)."""
     import numba
 
-    w13, w2 = weights_for(4, 32, 64)
+    w13, w2 = random_expert_weights(4, 32, 64)
     ids = torch.tensor([[0, 1], [2, 3]])
     weights = torch.full((2, 2), 0.5)
     before = torch.get_num_threads()
@@ -123,7 +116,7 @@ def test_threads_follow_torch(monkeypatch):
 def test_parameters_under_no_grad_and_bad_expert_ids():
     """Model weights are Parameters (requires_grad) even when serving; an id out of range is an
     error, not a read outside the weights."""
-    w13, w2 = (torch.nn.Parameter(w) for w in weights_for(4, 32, 64))
+    w13, w2 = (torch.nn.Parameter(w) for w in random_expert_weights(4, 32, 64))
     ids = torch.tensor([[0, 3]])
     weights = torch.tensor([[0.7, 0.3]])
     x = torch.randn(1, 32)

@@ -18,7 +18,7 @@ if "triton" not in sys.modules:
 
 import pytest
 import torch
-from moe_fixtures import moe_definition
+from moe_fixtures import moe_definition, random_expert_weights
 
 from raypress.kernels import moe
 from raypress.kernels.moe_reference import (
@@ -54,9 +54,7 @@ def skewed_routing(num_tokens: int, num_experts: int, k: int, seed: int) -> tupl
 
 
 def expert_weights(num_experts: int, dtype: torch.dtype, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    w13 = torch.randn(num_experts, 2 * I, H, generator=gen) / H**0.5
-    w2 = torch.randn(num_experts, H, I, generator=gen) / I**0.5
+    w13, w2 = random_expert_weights(num_experts, H, I, seed)
     return w13.to(dtype), w2.to(dtype)
 
 

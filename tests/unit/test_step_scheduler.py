@@ -68,11 +68,15 @@ def test_independent_steps_overlap_and_a_reader_waits_for_both():
     import ray.data
 
     context = ray.data.DataContext.get_current()
+    original = context.enable_progress_bars
     before = context.enable_progress_bars = True
-    runner = RecordingRunner(concurrent_steps=2)
-    runner._run_steps(FakePlan())
+    try:
+        runner = RecordingRunner(concurrent_steps=2)
+        runner._run_steps(FakePlan())
+    finally:
+        after, context.enable_progress_bars = context.enable_progress_bars, original
     assert runner.overlapped  # b started while a was still running
-    assert runner.bars_during is False and context.enable_progress_bars is before  # off while concurrent, then back
+    assert runner.bars_during is False and after is before  # off while concurrent, then back
     log = runner.log
     assert log.index(("start", "c")) > max(log.index(("end", "a")), log.index(("end", "b")))
 
