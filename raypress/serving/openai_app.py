@@ -10,7 +10,8 @@ must not need Ray. Routes:
 - ``GET /v1/models``, ``GET /health`` (no token needed: for probes).
 - ``GET /raypress/v1/engine`` and ``GET /raypress/v1/steps?after=K``: the model config and the
   engine's per-step records (batch, latencies, distinct experts), which the MoE-CAP benchmark
-  turns into S-MBU / S-MFU of the live server.
+  turns into S-MBU / S-MFU of the live server; ``POST /raypress/v1/tokenize`` (``{"prompts":
+  [...]}``): each prompt's token count as ``/v1/completions`` counts it, and the context length.
 
 Errors use OpenAI's body (``{"error": {message, type, param, code}}``): 400 for invalid requests
 (schema, malformed JSON, a prompt that does not fit the context), 401 without the bearer token,
@@ -213,6 +214,10 @@ class OpenAIServer:
                 "running": engine.num_running, "waiting": engine.num_waiting,
                 "tokens_per_second": engine.stats.tokens_per_second(), "total_steps": engine.stats.total_steps}
 
+    def count_tokens(self, prompts: Sequence[str]) -> dict[str, Any]:
+        """Each prompt's tokens as ``/v1/completions`` encodes it, and the context they must fit."""
+        return {"counts": [len(self.encode(prompt)) for prompt in prompts], "max_len": self.engine.max_len}
+
     def steps(self, after: int) -> dict[str, Any]:
         records = [asdict(r) for r in self.engine.stats.steps if r.step > after]
         return {"steps": records, "last": records[-1]["step"] if records else after}
@@ -361,6 +366,10 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None) -> F
     @app.get("/raypress/v1/steps")
     async def steps(after: int = Query(-1, description="only steps numbered above this")) -> dict[str, Any]:
         return server.steps(after)
+
+    @app.post("/raypress/v1/tokenize")
+    async def tokenize(request: oa.TokenizeRequest) -> dict[str, Any]:
+        return await asyncio.to_thread(server.count_tokens, request.prompts)
 
     engine.start()
     return app

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from raypress.serving.sampling import SamplingParams
 
 MAX_CHOICES = 8  # n × prompts a single request may ask for
+MAX_TOKENIZE_PROMPTS = 4096  # prompts one tokenize request may count
 
 
 class StreamOptions(BaseModel):
@@ -78,6 +79,15 @@ class _Request(BaseModel):
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class TokenizeRequest(BaseModel):
+    """``POST /raypress/v1/tokenize``: prompt token counts, so a client (the MoE-CAP benchmark) can
+    leave out prompts that cannot fit the context before it times anything."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompts: list[str] = Field(min_length=1, max_length=MAX_TOKENIZE_PROMPTS)
 
 
 class CompletionRequest(_Request):

@@ -29,6 +29,7 @@ from raypress.operators.moe.cap_benchmark import (
     MoECapBenchmark,
     StepCollector,
     _sse_data,
+    split_by_context,
 )
 from moe_fixtures import save_tiny_model_dir  # tests/ is on sys.path (its conftest.py)
 
@@ -61,6 +62,24 @@ def rows(model_dir: Path) -> list[dict[str, Any]]:
     predictions = [h.result().text for h in handles]
     answers = [normalise_answer(predictions[0])] + ["\u00a7 never \u00a7"] * (len(PROMPTS) - 1)
     return [{"prompt": p, "answer": a, "greedy": t} for p, a, t in zip(PROMPTS, answers, predictions)]
+
+
+def _with_unfit_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows plus two the tiny model's 256-token context cannot take: a long prompt (second,
+    so the rows after it must keep their answers) and an empty one (last)."""
+    long_row = {"id": "long", "prompt": "experts route tokens " * 200, "answer": "x"}
+    return [rows[0], long_row, *rows[1:], {"id": "empty", "prompt": "", "answer": "x"}]
+
+
+def _check_skipped(report: ReportArtifact, given: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    dataset = report.metrics["dataset"]
+    assert dataset["rows"] == len(given) and dataset["benchmarked"] == len(given) - 2
+    long_row, empty_row = dataset["skipped"]
+    assert (long_row["row"], long_row["id"], empty_row["row"], empty_row["id"]) == (1, "long", len(given) - 1, "empty")
+    assert long_row["prompt_tokens"] + MAX_TOKENS > 256 and "exceed the context of 256" in long_row["reason"]
+    assert empty_row["prompt_tokens"] == 0 and empty_row["reason"] == "the prompt is empty"
+    assert any("2 of 6 rows skipped" in w for w in report.metrics["warnings"])
+    assert [e["rows"] for e in events if e["event"] == "cap_skipped"] == [2]
 
 
 def _stage(**params: Any) -> MoECapBenchmark:
@@ -110,10 +129,12 @@ def _check_report(report: ReportArtifact, rows: list[dict[str, Any]], events: li
 def test_in_process_benchmark(model_dir: Path, rows: list[dict[str, Any]], tmp_path: Path) -> None:
     events: list[dict[str, Any]] = []
     target = InProcessTarget(model_dir, max_batch_size=3)
-    report = _stage().benchmark(rows, target, _ctx(tmp_path, events))
+    given = _with_unfit_rows(rows)
+    report = _stage().benchmark(given, target, _ctx(tmp_path, events))
     assert not target.engine.is_running  # closed at the end
     assert report.metrics["target"]["model"] == model_dir.name
     _check_report(report, rows, events)
+    _check_skipped(report, given, events)
 
 
 def test_http_benchmark_with_bearer_token(
@@ -133,13 +154,15 @@ def test_http_benchmark_with_bearer_token(
         endpoint = ReportArtifact("unused.json", {"url": server.url, "model": "tiny-moe", "api_key_env": "CAP_TEST_KEY"})
         target = stage.make_target({"data": DatasetArtifact(None), "endpoint": endpoint}, "cap")
         assert isinstance(target, HttpTarget) and target.headers == {"Authorization": "Bearer s3cret"}
-        report = stage.benchmark(rows, target, _ctx(tmp_path, events))
+        given = _with_unfit_rows(rows)
+        report = stage.benchmark(given, target, _ctx(tmp_path, events))
         without_key = HttpTarget(server.url, "tiny-moe")
         with pytest.raises(Exception, match="401"):
             asyncio.run(without_key.complete("hi", 2, 0.0))
     engine.stop()
     assert report.metrics["target"]["model"] == "tiny-moe"
     _check_report(report, rows, events)
+    _check_skipped(report, given, events)  # the server's own count (POST /raypress/v1/tokenize)
 
 
 def test_input_checks_name_the_node(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,6 +211,23 @@ def test_bad_rows_close_the_target() -> None:
     with pytest.raises(ValueError, match="no rows"):
         _stage().benchmark([], _ClosedTarget(), RunContext(run_dir="/nonexistent", node_id="n"))
     assert _ClosedTarget.closed
+
+
+def test_split_by_context() -> None:
+    keep, skipped = split_by_context([5, 0, 10, 11], max_tokens=6, max_len=16, row_ids=["a", "b", "c", "d"])
+    assert keep == [0, 2]  # 10 + 6 = 16 fits exactly; 11 + 6 does not
+    assert [(s["row"], s["id"], s["prompt_tokens"]) for s in skipped] == [(1, "b", 0), (3, "d", 11)]
+    assert skipped[1]["reason"] == "11 prompt + 6 completion tokens exceed the context of 16"
+    with pytest.raises(ValueError):
+        split_by_context([1, 2], 1, 8, ["only one id"])
+
+
+def test_no_prompt_fits_names_the_node_and_closes_the_target(model_dir: Path, tmp_path: Path) -> None:
+    target = InProcessTarget(model_dir, max_batch_size=1)
+    rows = [{"prompt": "experts " * 400, "answer": "x"}, {"prompt": "", "answer": "y"}]
+    with pytest.raises(ValueError, match=r"node 'cap'.*none of the 2 prompts fits.*exceed the context of 256"):
+        _stage().benchmark(rows, target, _ctx(tmp_path, []))
+    assert not target.engine.is_running
 
 
 def test_sse_lines() -> None:

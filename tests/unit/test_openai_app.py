@@ -181,6 +181,23 @@ def test_engine_steps_route_reports_batches_and_experts(server, client):
     assert info["config"]["num_local_experts"] == 4 and info["dtype"] == "float32"
 
 
+def test_tokenize_route_counts_like_completions_and_rejects_bad_bodies(server, client):
+    prompts = ["The quick brown", "Mixture-of-experts layers route each token", "x"]
+    answer = _post(server, "/raypress/v1/tokenize", {"prompts": prompts})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["max_len"] == 96 and len(body["counts"]) == 3
+    for prompt, count in zip(prompts, body["counts"]):  # the count a completion's usage reports
+        usage = client.completions.create(model="tiny", prompt=prompt, max_tokens=1, temperature=0).usage
+        assert count == usage.prompt_tokens > 0
+    for bad in ({"prompts": []}, {"prompts": "one string"}, {"prompts": [1, 2]}, {}, {"prompts": ["a"], "x": 1}):
+        answer = _post(server, "/raypress/v1/tokenize", bad)
+        assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error", bad
+    assert _post(server, "/raypress/v1/tokenize", b"{not json").status_code == 400
+    assert _post(server, "/raypress/v1/tokenize", {"prompts": ["a"]}, key=None).status_code == 401
+    assert _post(server, "/raypress/v1/tokenize", {"prompts": ["a"]}).status_code == 200  # still serving
+
+
 def test_full_queue_answers_503_and_recovers(model_dir):
     engine = Engine.from_pretrained(model_dir, max_batch_size=1, max_len=96, max_queue=1)
     body = {"model": "tiny", "prompt": "The", "max_tokens": 4}

@@ -1,7 +1,9 @@
 """`moe_cap_benchmark`: MoE-CAP (cost, accuracy, performance) of a served or loaded MoE model -> Report.
 
-For each concurrency level the stage sends every prompt/answer row (at most that many requests in
-flight), times each request on the client side from its stream (TTFT, TPOT, end to end), scores
+For each concurrency level the stage sends every prompt/answer row whose prompt fits the target's
+context (counted by the target's own tokenizer first; the others are listed in the Report with
+their token count, as benchmark_serving-style harnesses prune them) with at most that many
+requests in flight, times each request on the client side from its stream (TTFT, TPOT, end to end), scores
 the completions by exact match, and reads the engine's step records of that level alone to price
 every prefill and decode forward pass (``cap_metrics.pass_utilisation``: S-MBU, S-MFU).  Each
 level is one "system" of the CAP radar (accuracy, throughput, USD per million tokens).
@@ -9,7 +11,8 @@ level is one "system" of the CAP radar (accuracy, throughput, USD per million to
 Two targets behind one protocol (``BenchmarkTarget``), so the numbers mean the same either way:
 
 - ``endpoint`` input (``serve_llm``'s Report): ``HttpTarget`` streams ``POST /v1/completions``
-  from the live server and reads ``/raypress/v1/engine`` and ``/raypress/v1/steps``;
+  from the live server and reads ``/raypress/v1/engine``, ``/raypress/v1/steps`` and
+  ``/raypress/v1/tokenize``;
 - ``model`` input (a Model dir): ``InProcessTarget`` runs an ``Engine`` in this process.
 
 Client-side timings include HTTP and event-loop overhead for an endpoint; the step records
@@ -101,6 +104,10 @@ class BenchmarkTarget(Protocol):
         """``{"model", "config" (MoEConfig dict), "dtype", "device", "max_batch_size", "max_len"}``."""
         ...
 
+    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
+        """Each prompt's tokens as the target encodes it for a completion."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -149,6 +156,9 @@ class InProcessTarget:
         return {"model": self.model_dir.name, "config": engine.model.config.to_dict(),
                 "dtype": str(weight.dtype).removeprefix("torch."), "device": str(weight.device),
                 "max_batch_size": engine.max_batch_size, "max_len": engine.max_len}
+
+    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
+        return [len(self.engine.encode(prompt)) for prompt in prompts]
 
     async def aclose(self) -> None:
         self.engine.stop()
@@ -219,6 +229,12 @@ class HttpTarget:
 
     def engine_info(self) -> dict[str, Any]:
         return dict(self._get("/raypress/v1/engine"))
+
+    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
+        response = self._sync.post("/raypress/v1/tokenize", json={"prompts": list(prompts)})
+        if response.status_code != 200:
+            raise EndpointError(f"POST /raypress/v1/tokenize: HTTP {response.status_code}: {response.text[:500]}")
+        return [int(n) for n in response.json()["counts"]]
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -317,6 +333,26 @@ def _rows_to_pairs(rows: Sequence[dict[str, Any]], prompt_key: str, answer_key: 
     return [(str(r[prompt_key]), "" if r[answer_key] is None else str(r[answer_key])) for r in rows]
 
 
+def split_by_context(counts: Sequence[int], max_tokens: int, max_len: int,
+                     row_ids: Sequence[Any]) -> tuple[list[int], list[dict[str, Any]]]:
+    """``(indices that fit, skipped rows)``: a row fits when its prompt is not empty and the prompt
+    plus ``max_tokens`` completion tokens fit ``max_len`` (what the server accepts, and what lets
+    every benchmarked request generate the same number of tokens). Skipped rows keep their id,
+    token count and reason, so the Report accounts for every row it was given."""
+    keep: list[int] = []
+    skipped: list[dict[str, Any]] = []
+    for index, (count, row_id) in enumerate(zip(counts, row_ids, strict=True)):
+        if count == 0:
+            reason = "the prompt is empty"
+        elif count + max_tokens > max_len:
+            reason = f"{count} prompt + {max_tokens} completion tokens exceed the context of {max_len}"
+        else:
+            keep.append(index)
+            continue
+        skipped.append({"row": index, "id": row_id, "prompt_tokens": count, "reason": reason})
+    return keep, skipped
+
+
 def _config_summary(config: MoEConfig) -> dict[str, Any]:
     p = param_counts(config)
     active = p.layers * (p.dense_per_layer + p.top_k * p.expert) + p.lm_head + p.final_norm
@@ -409,25 +445,36 @@ class MoECapBenchmark(Stage):
         """Every level over ``rows`` (the first ``limit``) against ``target``, which is closed at the end;
         writes the Report and the radar."""
         p = self.params
+        rows = list(rows)[: p.limit]
         try:
-            pairs = _rows_to_pairs(list(rows)[: p.limit], p.prompt_key, p.answer_key)
+            pairs = _rows_to_pairs(rows, p.prompt_key, p.answer_key)
         except ValueError:
             _run_coroutine(target.aclose())
             raise
+        row_ids = [row.get("id", index) for index, row in enumerate(rows)]
         hardware = get_hardware(p.hardware)  # measured before the engine runs: the CPU is quiet
         if p.power_w is not None or p.capital_usd is not None:
             hardware = with_costs(hardware, p.power_w or hardware.power_w, p.capital_usd or hardware.capital_usd,
                                   f"parameter override (power_w={p.power_w}, capital_usd={p.capital_usd})")
-        return _run_coroutine(self._benchmark(pairs, target, hardware, ctx))
+        return _run_coroutine(self._benchmark(pairs, row_ids, target, hardware, ctx))
 
-    async def _benchmark(self, pairs: list[tuple[str, str]], target: BenchmarkTarget, hardware: Hardware,
-                         ctx: RunContext) -> ReportArtifact:
+    async def _benchmark(self, pairs: list[tuple[str, str]], row_ids: list[Any], target: BenchmarkTarget,
+                         hardware: Hardware, ctx: RunContext) -> ReportArtifact:
         p = self.params
         try:
             info = await asyncio.to_thread(target.engine_info)
             config = MoEConfig.from_dict(info["config"])
             dtype = str(info["dtype"])
             hardware.flops(dtype)  # fail now, not after the run, when the table lacks the model's dtype
+            counts = await asyncio.to_thread(target.count_tokens, [prompt for prompt, _ in pairs])
+            keep, skipped = split_by_context(counts, p.max_tokens, int(info["max_len"]), row_ids)
+            if not keep:
+                raise ValueError(f"moe_cap_benchmark node {ctx.node_id!r}: none of the {len(pairs)} prompts fits "
+                                 f"the target's context with max_tokens={p.max_tokens}; first: {skipped[0]['reason']}")
+            if skipped:
+                ctx.event("cap_skipped", rows=len(skipped), of=len(pairs), first=skipped[0]["reason"])
+            rows_given = len(pairs)
+            pairs = [pairs[index] for index in keep]
             await target.complete(pairs[0][0], min(WARMUP_TOKENS, p.max_tokens), p.temperature)
             await asyncio.sleep(SETTLE_S)
             mark = max((int(s["step"]) for s in await asyncio.to_thread(target.steps_since, -1)), default=-1)
@@ -442,7 +489,7 @@ class MoECapBenchmark(Stage):
                 ctx.event("cap_level", **_event_fields(level))
         finally:
             await target.aclose()
-        return self._report(levels, runs[0], pairs, info, config, dtype, hardware, ctx)
+        return self._report(levels, runs[0], pairs, rows_given, skipped, info, config, dtype, hardware, ctx)
 
     def _level_metrics(self, run: LevelRun, pairs: list[tuple[str, str]], config: MoEConfig, dtype: str,
                        hardware: Hardware, node_id: str) -> dict[str, Any]:
@@ -477,9 +524,9 @@ class MoECapBenchmark(Stage):
             "missed_steps": run.missed_steps,
         }
 
-    def _report(self, levels: list[dict[str, Any]], first: LevelRun, pairs: list[tuple[str, str]],
-                info: dict[str, Any], config: MoEConfig, dtype: str, hardware: Hardware,
-                ctx: RunContext) -> ReportArtifact:
+    def _report(self, levels: list[dict[str, Any]], first: LevelRun, pairs: list[tuple[str, str]], rows_given: int,
+                skipped: list[dict[str, Any]], info: dict[str, Any], config: MoEConfig, dtype: str,
+                hardware: Hardware, ctx: RunContext) -> ReportArtifact:
         p = self.params
         systems = {lv["system"]: {"accuracy": lv["accuracy"], "throughput": lv["throughput_tokens_per_s"],
                                   "cost": lv["cost_usd_per_mtok"]} for lv in levels}
@@ -489,6 +536,9 @@ class MoECapBenchmark(Stage):
         device = str(info.get("device", ""))
         if hardware.measured == device.startswith("cuda"):
             warnings.append(f"utilisation is against {hardware.name} peaks but the engine runs on {device!r}")
+        if skipped:
+            warnings.append(f"{len(skipped)} of {rows_given} rows skipped (see dataset.skipped): "
+                            f"their prompts do not fit the context of {info.get('max_len')} tokens")
         samples = []
         for result, (prompt, answer) in list(zip(first.results, pairs))[:SAMPLES]:
             text = result.text if isinstance(result, CompletionResult) else f"<error: {result!r}>"
@@ -504,8 +554,8 @@ class MoECapBenchmark(Stage):
                                "capital_usd": hardware.capital_usd,
                                "model": "(n_devices x capital / (years x utilisation) + n_devices x power x "
                                         "usd_per_kwh) per generated token; idle power, host, cooling not included"},
-            "dataset": {"rows": len(pairs), "prompt_key": p.prompt_key, "answer_key": p.answer_key,
-                        "scoring": SCORING[p.match]},
+            "dataset": {"rows": rows_given, "benchmarked": len(pairs), "skipped": skipped,
+                        "prompt_key": p.prompt_key, "answer_key": p.answer_key, "scoring": SCORING[p.match]},
             "sampling": {"max_tokens": p.max_tokens, "temperature": p.temperature},
             "levels": levels,
             "radar": str(radar),

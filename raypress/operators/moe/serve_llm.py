@@ -69,7 +69,7 @@ class ServeLLM(Stage):
             "model_path": model.path, "api_key_env": p.api_key_env, "keep_serving": p.keep_serving,
             "deploy_seconds": round(seconds, 3), "engine": info,
             "routes": ["/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                       "/raypress/v1/engine", "/raypress/v1/steps"],
+                       "/raypress/v1/engine", "/raypress/v1/steps", "/raypress/v1/tokenize"],
         })
         report.save()
         return report
