@@ -3,8 +3,8 @@
 For each concurrency level the stage sends every prompt/answer row whose prompt fits the target's
 context (counted by the target's own tokenizer first; the others are listed in the Report with
 their token count, as benchmark_serving-style harnesses prune them) with at most that many
-requests in flight, times each request on the client side from its stream (TTFT, TPOT, end to end), scores
-the completions by exact match, and reads the engine's step records of that level alone to price
+requests in flight, times each request on the client side from its stream (TTFT, TPOT, end to
+end), scores the completions by exact match, and reads the engine's step records of that level alone to price
 every prefill and decode forward pass (``cap_metrics.pass_utilisation``: S-MBU, S-MFU).  Each
 level is one "system" of the CAP radar (accuracy, throughput, USD per million tokens).
 
@@ -353,6 +353,12 @@ def split_by_context(counts: Sequence[int], max_tokens: int, max_len: int,
     return keep, skipped
 
 
+def _plain_id(value: Any) -> int | str:
+    """A row id the Report's JSON can hold (Ray Data hands numpy scalars back)."""
+    value = value.item() if hasattr(value, "item") else value
+    return value if isinstance(value, (int, str)) else str(value)
+
+
 def _config_summary(config: MoEConfig) -> dict[str, Any]:
     p = param_counts(config)
     active = p.layers * (p.dense_per_layer + p.top_k * p.expert) + p.lm_head + p.final_norm
@@ -451,7 +457,7 @@ class MoECapBenchmark(Stage):
         except ValueError:
             _run_coroutine(target.aclose())
             raise
-        row_ids = [row.get("id", index) for index, row in enumerate(rows)]
+        row_ids = [_plain_id(row.get("id", index)) for index, row in enumerate(rows)]
         hardware = get_hardware(p.hardware)  # measured before the engine runs: the CPU is quiet
         if p.power_w is not None or p.capital_usd is not None:
             hardware = with_costs(hardware, p.power_w or hardware.power_w, p.capital_usd or hardware.capital_usd,
