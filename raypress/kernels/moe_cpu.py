@@ -22,7 +22,6 @@ the caller (``moe.fused_moe_torch``) decides. fp32 only; numba is optional (``av
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -167,10 +166,22 @@ def _down_combine(act: np.ndarray, pairs: np.ndarray, starts: np.ndarray, expert
                     r += 1
 
 
-@functools.lru_cache(maxsize=1)
-def _kernels():
-    """The compiled kernels (compiled once per process; loaded from numba's cache when it has them)."""
-    return _jit(_group_by_expert, parallel=False), _jit(_gate_up), _jit(_down_combine)
+def _layer(x: np.ndarray, ids: np.ndarray, weights: np.ndarray, top_k: int, num_experts: int,
+           w13: np.ndarray, w2: np.ndarray) -> np.ndarray:
+    """Grouping, both passes and their buffers in one compiled call (one dispatch per layer)."""
+    pairs, starts, experts = _group_compiled(ids, num_experts)
+    act = np.empty((ids.shape[0], w2.shape[2]), np.float32)
+    out = np.zeros((x.shape[0], x.shape[1]), np.float32)
+    _gate_up_compiled(x, pairs, starts, experts, top_k, w13, act)
+    _down_combine_compiled(act, pairs, starts, experts, top_k, w2, weights, out)
+    return out
+
+
+if numba is not None:  # lazy: each compiles (or loads from numba's cache) on its first call
+    _group_compiled = _jit(_group_by_expert, parallel=False)
+    _gate_up_compiled = _jit(_gate_up)
+    _down_combine_compiled = _jit(_down_combine)
+    _layer_compiled = _jit(_layer, parallel=False)
 
 
 def supports(hidden: Tensor, w13: Tensor, w2: Tensor) -> bool:
@@ -186,15 +197,9 @@ def supports(hidden: Tensor, w13: Tensor, w2: Tensor) -> bool:
 
 def fused_moe_few_rows(hidden: Tensor, w13: Tensor, w2: Tensor, topk_weights: Tensor, topk_ids: Tensor) -> Tensor:
     """``out[t] = sum_k w[t,k] * W2_e (silu(G_e x_t) * (U_e x_t))`` (inference only; see ``supports``)."""
-    group, gate_up, down_combine = _kernels()
     numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
-    num_tokens, top_k = topk_ids.shape
     x = hidden.detach().contiguous().numpy()
     ids = topk_ids.detach().reshape(-1).to(torch.int64).numpy()
     weights = topk_weights.detach().reshape(-1).to(torch.float32).contiguous().numpy()
-    pairs, starts, experts = group(ids, w13.shape[0])
-    act = np.empty((ids.shape[0], w2.shape[2]), np.float32)
-    out = torch.zeros(num_tokens, hidden.shape[1], dtype=torch.float32)
-    gate_up(x, pairs, starts, experts, top_k, w13.detach().numpy(), act)
-    down_combine(act, pairs, starts, experts, top_k, w2.detach().numpy(), weights, out.numpy())
-    return out
+    out = _layer_compiled(x, ids, weights, topk_ids.shape[1], w13.shape[0], w13.detach().numpy(), w2.detach().numpy())
+    return torch.from_numpy(out)
