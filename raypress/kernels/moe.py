@@ -161,15 +161,13 @@ def _expert_swiglu(x: Tensor, w13_e: Tensor, w2_e: Tensor, autograd: bool, onedn
     """
     inter = w2_e.shape[1]
     rows = x.shape[0]
-    if onednn and 1 < rows <= FEW_ROWS:
-        gate_up_t = _onednn_linear(w13_e, x)  # [2I, n]
-        act_t = F.silu(gate_up_t[:inter]).mul_(gate_up_t[inter:])
-        y = _onednn_linear(w2_e, act_t.t().contiguous()).t()  # [n, H] view
-        return y if out is None else out.copy_(y)
-    if onednn and rows > FEW_ROWS:
+    if onednn and rows > 1:
         gate_up_t = _onednn_linear(w13_e, x)  # [2I, n]: gate and up halves are contiguous blocks
         act_t = F.silu(gate_up_t[:inter]).mul_(gate_up_t[inter:])
-        return torch.mm(act_t.t(), w2_e.t(), out=out)  # BLAS reads the [I, n] act transposed
+        if rows > FEW_ROWS:
+            return torch.mm(act_t.t(), w2_e.t(), out=out)  # BLAS reads the [I, n] act transposed
+        y = _onednn_linear(w2_e, act_t.t().contiguous()).t()  # [n, H] view
+        return y if out is None else out.copy_(y)
     gate_up = torch.mm(x, w13_e.t())
     act = F.silu(gate_up[:, :inter])
     act = act * gate_up[:, inter:] if autograd else act.mul_(gate_up[:, inter:])

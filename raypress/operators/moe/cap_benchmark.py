@@ -218,23 +218,21 @@ class HttpTarget:
         prompt_tokens = int(usage["prompt_tokens"]) if usage and "prompt_tokens" in usage else None
         return CompletionResult("".join(parts), count, times[0] if times else None, e2e, times, prompt_tokens)
 
-    def _get(self, path: str, **params: Any) -> Any:
-        response = self._sync.get(path, params=params)
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One synchronous request to a raypress route; its JSON, or EndpointError with the body."""
+        response = self._sync.request(method, path, **kwargs)
         if response.status_code != 200:
-            raise EndpointError(f"GET {path}: HTTP {response.status_code}: {response.text[:500]}")
+            raise EndpointError(f"{method} {path}: HTTP {response.status_code}: {response.text[:500]}")
         return response.json()
 
     def steps_since(self, step: int) -> list[dict[str, Any]]:
-        return list(self._get("/raypress/v1/steps", after=step)["steps"])
+        return list(self._call("GET", "/raypress/v1/steps", params={"after": step})["steps"])
 
     def engine_info(self) -> dict[str, Any]:
-        return dict(self._get("/raypress/v1/engine"))
+        return dict(self._call("GET", "/raypress/v1/engine"))
 
     def count_tokens(self, prompts: Sequence[str]) -> list[int]:
-        response = self._sync.post("/raypress/v1/tokenize", json={"prompts": list(prompts)})
-        if response.status_code != 200:
-            raise EndpointError(f"POST /raypress/v1/tokenize: HTTP {response.status_code}: {response.text[:500]}")
-        return [int(n) for n in response.json()["counts"]]
+        return [int(n) for n in self._call("POST", "/raypress/v1/tokenize", json={"prompts": list(prompts)})["counts"]]
 
     async def aclose(self) -> None:
         if self._client is not None:
