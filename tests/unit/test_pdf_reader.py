@@ -111,7 +111,7 @@ def test_not_a_pdf(tmp_path):
     path = tmp_path / "notes.pdf"
     path.write_text("just some words, no PDF at all\n")
     row = read_one(path)
-    assert (row[KIND_COL], row[REASON_COL]) == ("error", "corrupt_pdf")
+    assert (row[KIND_COL], row[REASON_COL]) == ("error", "not_a_pdf")
 
 
 def test_vanished_file(tmp_path):

@@ -3,8 +3,10 @@
 MINT-1T skips PDFs over 50 MB or over 50 pages; those rows leave here as *filtered* tombstones
 (reason ``file_too_large`` / ``too_many_pages``) so that the ledger counts them per rule.  A file
 PyMuPDF cannot open (corrupt, empty, password-protected) is an *error* tombstone: it goes to
-quarantine with PyMuPDF's message.  Extraction itself is ``pdf_to_interleaved``'s job, so the
-reader stays cheap: the size check needs no read at all, the page count only opens the document.
+quarantine with PyMuPDF's message; so is a file that is no PDF at all, whatever its name says
+(no ``%PDF-`` in its first 1024 bytes: ``not_a_pdf``, with what it looks like instead).
+Extraction itself is ``pdf_to_interleaved``'s job, so the reader stays cheap: the size check
+needs no read at all, the page count only opens the document.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import Field
 from raypress.operators.base import Params, Reader, RunContext, json_detail
 from raypress.operators.io._files import Globs, expand_globs, map_files
 from raypress.operators.io._rows import combine
+from raypress.operators.io.sniff import HEAD_BYTES, describe
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, TombstoneKind, with_tombstones
 
@@ -26,6 +29,7 @@ COLUMNS = (ID_COL, "path", "pdf_bytes", "n_pages", "file_bytes")
 # MINT-1T's limits.  "50 MB" is taken as 50 MiB.
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_PAGES = 50
+PDF_MAGIC = b"%PDF-"
 # large_binary: int64 offsets, so a block of many big PDFs never overflows Arrow's 2 GiB binary limit
 ROW_SCHEMA = pa.schema(
     [
@@ -93,7 +97,7 @@ def read_pdf_file(path: str, abs_path: str, node: str, max_file_bytes: int = MAX
         yield dead_pdf(path, node, TombstoneKind.ERROR, "unreadable_file", f"{type(exc).__name__}: {exc}",
                        file_bytes=size)
         return
-    n_pages, problem = count_pages(data)
+    n_pages, problem = count_pages(data, path)
     if problem is not None:
         reason, detail = problem
         yield dead_pdf(path, node, TombstoneKind.ERROR, reason, detail, file_bytes=len(data))
@@ -106,13 +110,18 @@ def read_pdf_file(path: str, abs_path: str, node: str, max_file_bytes: int = MAX
     yield combine(pdf_row(path, data, n_pages, len(data)), None)
 
 
-def count_pages(data: bytes) -> tuple[int, tuple[str, str] | None]:
+def count_pages(data: bytes, name: str = "the file") -> tuple[int, tuple[str, str] | None]:
     """Page count of a PDF held in memory, or ``(reason, detail)`` when it cannot be used.
 
+    Bytes without the PDF magic are ``not_a_pdf``, whatever the file is called: MuPDF also opens
+    HTML, XML, images and text, and guesses from the content even when told ``filetype="pdf"``,
+    so an error page saved as ``x.pdf`` would otherwise pass as a one-page PDF.
     Files MuPDF has to repair (a damaged xref, a truncated tail) still open and are kept: what is
     left of them is usually readable, and ``pdf_to_interleaved`` quarantines a page that is not."""
     if not data:
         return 0, ("empty_file", "the file has 0 bytes")
+    if not is_pdf(data):
+        return 0, ("not_a_pdf", f"{name}: not a PDF: {describe(data[:HEAD_BYTES])}")
     pymupdf = import_pymupdf()
     pymupdf.TOOLS.mupdf_warnings(reset=True)  # so the detail holds this file's warnings only
     try:
@@ -120,11 +129,19 @@ def count_pages(data: bytes) -> tuple[int, tuple[str, str] | None]:
     except Exception as exc:  # noqa: BLE001 - PyMuPDF raises FileDataError/RuntimeError/ValueError
         return 0, ("corrupt_pdf", _with_warnings(f"{type(exc).__name__}: {exc}", pymupdf))
     with doc:
+        if not doc.is_pdf:  # MuPDF recognises content first and may still have picked another format
+            fmt = (doc.metadata or {}).get("format") or "another format"
+            return 0, ("not_a_pdf", f"{name}: not a PDF: MuPDF opened it as {fmt}")
         if doc.needs_pass:
             return 0, ("encrypted_pdf", "the PDF needs a password to open")
         if doc.page_count == 0:
             return 0, ("corrupt_pdf", _with_warnings("the PDF has no pages", pymupdf))
         return doc.page_count, None
+
+
+def is_pdf(data: bytes) -> bool:
+    """``%PDF-`` within the first 1024 bytes: where PDF readers look for it (leading junk allowed)."""
+    return PDF_MAGIC in data[:HEAD_BYTES]
 
 
 def _with_warnings(message: str, pymupdf: Any) -> str:
