@@ -234,9 +234,9 @@ def test_plain_warc_with_a_malformed_header_resynchronises(tmp_path):
 
 def test_not_a_warc_at_all_is_one_tombstone(tmp_path):
     rows = rows_of(write(tmp_path, b"<html>just a page</html>\n" * 5, "page.warc"))
-    assert dead(rows) == [("error", "malformed_record")]
+    assert dead(rows) == [("error", "not_a_warc")]
     rows = rows_of(write(tmp_path, gzip.compress(b"hello, not a warc\n"), "hello.warc.gz"))
-    assert dead(rows) == [("error", "malformed_record")]
+    assert dead(rows) == [("error", "not_a_warc")]
 
 
 def test_non_2xx_and_oversized_records_are_filtered(tmp_path):

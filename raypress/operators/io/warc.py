@@ -35,6 +35,7 @@ from pydantic import Field
 
 from raypress.operators.base import Params, Reader, RunContext
 from raypress.operators.io._files import Globs, expand_globs, map_files
+from raypress.operators.io.sniff import HEAD_BYTES, describe
 from raypress.operators.registry import register
 from raypress.schema import DETAIL_COL, ID_COL, KIND_COL, NODE_COL, REASON_COL, TombstoneKind
 
@@ -48,6 +49,11 @@ READ_CHUNK = 1 << 16
 MAX_INFLATE = 1 << 20  # decompressed bytes per zlib call: a gzip bomb cannot balloon one read
 # where a record starts: a WARC version line at the start of a line
 _HEADER_LINE = re.compile(rb"\nWARC/[01]\.\d{1,2}\r?\n")
+# how a file starts: a WARC version line (warcio reads these versions), or an ARC v1 record line
+# (URL, IP, 14-digit date, content type, length) when there is no ``filedesc://`` header
+_WARC_START = re.compile(rb"WARC/(\d{1,3}\.\d{1,3})\r?\n")
+WARC_VERSIONS = ("0.17", "0.18", "1.0", "1.1")
+_ARC_START = re.compile(rb"[a-zA-Z][a-zA-Z0-9+.-]*:\S* \S+ \d{14} \S* \d+\r?\n")
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]{1,40})""", re.IGNORECASE)
 _HTML_START = re.compile(rb"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b", re.IGNORECASE | re.DOTALL)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
@@ -131,7 +137,7 @@ def read_warc_file(path: str, abs_path: str, node: str, content: Content = "html
     rows: list[dict[str, Any]] = []
     size = 0
     seen: set[str] = set()
-    for item in iter_warc_items(abs_path, max_record_bytes, content):
+    for item in iter_warc_items(abs_path, max_record_bytes, content, name=path):
         row = item_row(item, path, node, content, only_2xx, max_decode_errors)
         row[ID_COL] = _unique(row[ID_COL], seen)
         rows.append(row)
@@ -293,9 +299,17 @@ class WarcItem:
 
 
 def iter_warc_items(abs_path: str, max_record_bytes: int = 32 << 20,
-                    content: Content | None = None) -> Iterator[WarcItem]:
+                    content: Content | None = None, name: str | None = None) -> Iterator[WarcItem]:
     """Every response/resource record of a WARC/ARC file and every failure, in file order.
     With ``content``, bodies whose declared type is surely something else are not read (``skipped``).
+
+    A file whose (decompressed) data does not start with a WARC or ARC header is one ``not_a_warc``
+    failure naming the file (``name``, else ``abs_path``) and what it looks like, whatever its
+    suffix: otherwise warcio would take any line of five words for an ARC record header and a
+    text file would become one broken record per line.  For the same reason, warcio is told that
+    a file starting with a WARC header is WARC: such lines later in it are one malformed stretch,
+    skipped by the resynchronisation.  Gzip is recognised by its magic, not by the
+    name, so an uncompressed WARC named ``.warc.gz`` reads too.
 
     After a failure, reading restarts at the first record header line after the last record that
     parsed (warcio may have swallowed the failing record's first line), or after the failure when
@@ -305,7 +319,13 @@ def iter_warc_items(abs_path: str, max_record_bytes: int = 32 << 20,
 
     with open(abs_path, "rb") as fh:
         gz = fh.read(2) == GZIP_MAGIC[:2]
-        base, scan_from = 0, None  # restart point: member (or file) offset, and where to look for a header
+        problem, blank_start, warc_only = _not_an_archive(fh, gz)
+        if problem is not None:
+            yield WarcItem("0", error=("not_a_warc", f"{name or abs_path}: not a WARC file: {problem}"))
+            return
+        # restart point: member (or file) offset, and where to look for a header.  warcio takes a
+        # blank first line for the end of the file: then the first header line is looked for
+        base, scan_from = 0, (0 if blank_start else None)
         pending: tuple[tuple[int, int], WarcItem] | None = None  # a failure, reported once resync passes it
         while True:
             stream: _Stream = _MemberStream(fh, base) if gz else _PlainStream(fh, base)
@@ -321,6 +341,8 @@ def iter_warc_items(abs_path: str, max_record_bytes: int = 32 << 20,
                     base, scan_from = nxt, None
                     continue
             it = ArchiveIterator(stream, arc2warc=True)
+            if warc_only:  # a WARC file: lines warcio could take for ARC headers are broken records
+                it.known_format = "warc"  # as warcio's own WARCIterator does
             reported: set[int] = set()  # members with a record already reported broken
             last_start: int | None = None
             failed_at = 0
@@ -350,6 +372,34 @@ def iter_warc_items(abs_path: str, max_record_bytes: int = 32 << 20,
             if nxt is None:
                 return
             base, scan_from = nxt, None
+
+
+def _not_an_archive(fh: IO[bytes], gz: bool) -> tuple[str | None, bool, bool]:
+    """What the start of the file looks like when it is neither a WARC nor an ARC, else None;
+    whether blank lines come before the first header; whether that header is a WARC one.
+
+    None too when there is nothing to judge (an empty file, only padding, a first gzip member
+    too broken to inflate a line): reading then goes as it always did."""
+    stream: _Stream = _MemberStream(fh, 0) if gz else _PlainStream(fh, 0)
+    head = b""
+    while len(head) < HEAD_BYTES:
+        chunk = stream.read(HEAD_BYTES - len(head))
+        if not chunk:
+            break
+        head += chunk
+    start = head.lstrip(b"\r\n")
+    blank = len(start) < len(head)
+    if not start.strip(b"\x00\r\n") or (stream.problem is not None and b"\n" not in start):
+        return None, False, False
+    version = _WARC_START.match(start)
+    if version is not None:
+        if version.group(1).decode() in WARC_VERSIONS:
+            return None, blank, True
+        why = f"unsupported version {version.group(0).strip().decode()} (warcio reads {', '.join(WARC_VERSIONS)})"
+        return why, False, False
+    if start.startswith(b"filedesc://") or _ARC_START.match(start):
+        return None, False, False  # ARC: the resynchronisation looks for WARC headers only
+    return ("once decompressed, it " if gz else "it ") + describe(start), False, False
 
 
 def _after_stream_problem(fh: IO[bytes], stream: "_Stream", reported: set[int]):
