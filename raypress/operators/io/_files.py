@@ -11,6 +11,7 @@ import glob
 import gzip
 import lzma
 import os
+import re
 import time
 from typing import IO, TYPE_CHECKING, Annotated, Any, Callable, Iterator
 
@@ -94,12 +95,30 @@ def map_files(paths: list[str], read_one: Callable[[str, str], Iterator[pa.Table
     return map_items(items, lambda item: read_one(item["path"], item["abs_path"]), ctx)
 
 
+# magic numbers of the compressions read; bzip2's "BZh" + level + block (or end-of-stream) magic,
+# so that a text file starting "BZh" is not taken for one
+_COMPRESSION_MAGIC = re.compile(rb"(\x1f\x8b)|(BZh[1-9](?:1AY&SY|\x17rE8P\x90))|(\xfd7zXZ\x00)")
+
+
+def compression_of(abs_path: str) -> str | None:
+    """``"gz"``/``"bz2"``/``"xz"`` from the file's first bytes, None for anything else: the name
+    can lie (a browser that un-gzipped a download keeps the ``.gz``), the content cannot."""
+    try:
+        with open(abs_path, "rb") as f:
+            head = f.read(10)
+    except OSError:
+        return None  # opening it again raises the error where the caller handles it
+    m = _COMPRESSION_MAGIC.match(head)
+    return None if m is None else ("gz", "bz2", "xz")[m.lastindex - 1]
+
+
 def open_maybe_compressed(abs_path: str) -> IO[bytes]:
-    """Open for binary reading, decompressing ``.gz``/``.bz2``/``.xz`` by suffix."""
-    if abs_path.endswith(".gz"):
+    """Open for binary reading, decompressing gzip/bzip2/xz recognised by content, not by suffix."""
+    kind = compression_of(abs_path)
+    if kind == "gz":
         return gzip.open(abs_path, "rb")
-    if abs_path.endswith(".bz2"):
+    if kind == "bz2":
         return bz2.open(abs_path, "rb")
-    if abs_path.endswith(".xz"):
+    if kind == "xz":
         return lzma.open(abs_path, "rb")
     return open(abs_path, "rb")

@@ -1,14 +1,16 @@
 """``idx_images``: an IDX image file and its label file (MNIST / Fashion-MNIST format) as a Dataset.
 
 IDX is a big-endian header (magic, then one uint32 per dimension) followed by raw uint8 data;
-numpy parses it directly.  The driver reads only the two headers (to check them and to plan the
-split); each read task then seeks to its own slice, so disjoint ``offset``/``limit`` windows and
-large files cost only what they read.  Images leave as PNG bytes, the column convention every
-image op shares (``raypress.operators.purification.images``).
+numpy parses it directly.  Gzip/bzip2/xz compression is recognised by content, not by name (a
+browser that un-gzips a download keeps its ``.gz``).  The driver reads only the two headers (to
+check them and to plan the split); each read task then seeks to its own slice, so disjoint
+``offset``/``limit`` windows and large files cost only what they read.  Images leave as PNG
+bytes, the column convention every image op shares (``raypress.operators.purification.images``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 from dataclasses import dataclass
@@ -20,8 +22,9 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io._files import map_items, open_maybe_compressed
+from raypress.operators.io._files import compression_of, map_items, open_maybe_compressed
 from raypress.operators.io._rows import combine
+from raypress.operators.io.sniff import describe
 from raypress.operators.purification.images import encode_png
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
@@ -71,10 +74,14 @@ def _read_exact(f: IO[bytes], n: int, path: str, what: str) -> bytes:
 
 
 def _parse_header(f: IO[bytes], path: str, expect_magic: int) -> IdxHeader:
-    magic = int(np.frombuffer(_read_exact(f, 4, path, "the IDX magic number"), ">u4")[0])
+    head = _read_exact(f, 4, path, "the IDX magic number")
+    magic = int(np.frombuffer(head, ">u4")[0])
     if magic != expect_magic:
         kind = "images (0x00000803)" if expect_magic == IDX_IMAGES_MAGIC else "labels (0x00000801)"
-        raise ValueError(f"{path}: bad magic number 0x{magic:08x}, expected IDX unsigned-byte {kind}")
+        with contextlib.suppress(*_CORRUPT):
+            head += f.read(60)
+        raise ValueError(f"{path}: bad magic number 0x{magic:08x}, expected IDX unsigned-byte {kind}; "
+                         f"the file {describe(head)}")
     ndim = magic & 0xFF
     dims = np.frombuffer(_read_exact(f, 4 * ndim, path, "the IDX dimensions"), ">u4").astype(np.int64)
     return IdxHeader(magic, int(dims[0]), tuple(int(d) for d in dims[1:]))
@@ -99,7 +106,7 @@ def idx_count(images_path: str, labels_path: str) -> tuple[int, tuple[int, ...]]
 
 
 def _check_plain_size(path: str, h: IdxHeader) -> None:
-    if path.endswith((".gz", ".bz2", ".xz")):
+    if compression_of(path) is not None:  # by content, as open_maybe_compressed decides
         return  # the size is known only after decompressing; truncation shows when a slice is read
     expected = h.header_bytes + h.count * h.item_bytes
     actual = os.path.getsize(path)
