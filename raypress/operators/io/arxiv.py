@@ -25,9 +25,11 @@ UTF-8 and mostly use ``inputenc``'s latin1; Latin-1 maps every byte, so nothing 
 
 Safety: archives are read in memory, never extracted.  Members with absolute paths or ``..``,
 links and devices are ignored; a source whose readable bytes exceed ``max_source_bytes`` is
-refused.  In a directory, symbolic links are not followed.  Error tombstones (the row keeps its
-id, reason and detail): ``unreadable_archive`` (not a tar where a tar is named, corrupt or
-truncated gzip/tar), ``source_too_large``, ``no_main_file``, ``unreadable_file``.
+refused.  In a directory, symbolic links are not followed.  Gzip and tar are recognised by
+content, never by name.  Error tombstones (the row keeps its id, reason and detail):
+``unreadable_archive`` (not a tar where a tar is named, corrupt or truncated gzip/tar: the detail
+says what the file looks like), ``source_too_large``, ``no_main_file`` (also a single file that
+is not LaTeX at all: a PDF, an HTML page, an image), ``unreadable_file``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from raypress.operators.base import Params, Reader, RunContext
 from raypress.operators.curation.latex_extract import FIGURE_EXTENSIONS, comment_start, strip_comments
 from raypress.operators.io._files import Globs, map_files
 from raypress.operators.io._rows import combine
+from raypress.operators.io.sniff import HEAD_BYTES, describe, kind
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, TombstoneKind, with_tombstones
 
@@ -67,6 +70,9 @@ SCHEMA = pa.schema(
 )
 COLUMNS = tuple(SCHEMA.names)
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+# formats (as sniff.kind names them) a single-file source cannot be LaTeX in
+NOT_TEX = frozenset({"PDF", "PostScript", "HTML", "XML", "zip", "zip (empty)", "PNG", "JPEG", "GIF", "WebP", "bzip2",
+                     "xz", "zstd", "7z", "gzip", "WARC", "ARC", "RTF", "MS Office (OLE)"})
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".gz")
 _NEW_ID = re.compile(r"\d{4}\.\d{4,5}(v\d+)?")
 _OLD_ID = re.compile(r"([a-z][a-z\-]*(?:\.[A-Z]{2})?)(\d{7}(?:v\d+)?)")
@@ -202,12 +208,16 @@ def load_source(abs_path: str, max_bytes: int) -> SourceTree:
     name = os.path.basename(abs_path)
     if len(raw) > max_bytes:
         raise SourceError("source_too_large", f"more than max_source_bytes={max_bytes} bytes")
-    if raw[:2] == b"\x1f\x8b":
+    gzipped = raw[:2] == b"\x1f\x8b"  # by content: the name may say .tar.gz of a plain tar, or nothing
+    if gzipped:
         raw = gunzip(raw, max_bytes)
     if looks_like_tar(raw):
         return tar_tree(raw, max_bytes)
+    what = ("once decompressed, it " if gzipped else "it ") + describe(raw[:HEAD_BYTES])
     if name.lower().endswith(TAR_SUFFIXES):
-        raise SourceError("unreadable_archive", f"{name} is not a tar archive (starts {raw[:8]!r})")
+        raise SourceError("unreadable_archive", f"{name} is not a tar archive: {what}")
+    if kind(raw[:HEAD_BYTES]) in NOT_TEX:  # e.g. the PDF arXiv serves for a paper without source
+        raise SourceError("no_main_file", f"{name} is a single file that is not LaTeX: {what}")
     # a single file: arXiv serves one-file papers as a gzipped .tex
     stem = name[:-3] if name.lower().endswith(".gz") else name
     single = stem if stem.lower().endswith(".tex") else stem + ".tex"

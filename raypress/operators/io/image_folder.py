@@ -2,8 +2,10 @@
 
 The torchvision ``ImageFolder`` convention: labels are the indices of the sorted class folder
 names, so the same tree always gives the same labels.  PNG files travel as they are; other
-formats are re-encoded to PNG so that every image column holds one lossless format.  A file that
-does not decode becomes an error tombstone naming its path (quarantined, the run goes on).
+formats are re-encoded to PNG so that every image column holds one lossless format.  The format
+is PIL's reading of the content, never the suffix (a JPEG named ``.png`` is read as a JPEG).  A
+file that does not decode becomes an error tombstone naming its path, and what the file looks like
+when it is no image at all (quarantined, the run goes on).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import Field, field_validator
 from raypress.operators.base import Params, Reader, RunContext
 from raypress.operators.io._files import map_items
 from raypress.operators.io._rows import combine, tombstones
+from raypress.operators.io.sniff import HEAD_BYTES, describe
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 
@@ -95,12 +98,17 @@ def read_image_files(files: list[dict[str, Any]], node: str) -> Iterator[pa.Tabl
     live: dict[str, list[Any]] = {c: [] for c in COLUMNS}
     dead_ids, details = [], []
     for f in files:
+        data = None
         try:
             with open(f["abs_path"], "rb") as fh:
-                image = png_bytes(fh.read())
+                data = fh.read()
+            image = png_bytes(data)
         except (OSError, UnidentifiedImageError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
             dead_ids.append(f["path"])
-            details.append(f"{f['path']}: cannot read image ({type(exc).__name__}: {exc})")
+            # PIL decides by content, not by suffix; when it recognises nothing, say what the file is
+            what = f"; the file {describe(data[:HEAD_BYTES])}" if isinstance(exc, UnidentifiedImageError) and \
+                data is not None else ""
+            details.append(f"{f['path']}: cannot read image ({type(exc).__name__}: {exc}){what}")
             continue
         for col, value in ((ID_COL, f["path"]), ("image", image), ("label", int(f["label"])),
                            ("class_name", f["class_name"]), ("path", f["path"])):
