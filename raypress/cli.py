@@ -67,6 +67,8 @@ def _event_printer(event: dict) -> None:
             console.print(f"[green]✓[/] {node}: {event.get('artifact')} ({event.get('seconds', 0):.1f}s)")
     elif kind == "node_skipped":
         console.print(f"[yellow]↷[/] {node}: skipped ({event.get('reason')})")
+    elif kind == "node_rerun":
+        console.print(f"[yellow]↻[/] {node}: running again: {escape(str(event.get('reason')))}")
     elif kind and kind.endswith("_progress"):
         fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "node", "ts"))
         console.print(f"  {node}: {fields}", markup=False)
@@ -95,23 +97,53 @@ def run(file: str = typer.Argument(..., help="pipeline YAML"),
         run_dir: Optional[str] = typer.Option(None, "--run-dir", help="default runs/<name>/<timestamp>"),
         set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)"),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded Ray, "
-                                              "or RAY_ADDRESS)")):
+                                              "or RAY_ADDRESS)"),
+        in_process: bool = typer.Option(False, "--in-process", hidden=True,
+                                        help="run here, not in a supervised child (what the supervisor starts)")):
     """Run a pipeline on Ray (embedded by default) and print the ledger."""
-    from raypress.dag.runner import RunFailed, Runner
+    from raypress.dag.run_lock import RunDirLocked
     from raypress.dag.store import default_run_dir
 
     vp = _load_or_exit(file, set_)
     run_dir = run_dir or default_run_dir(vp.spec.name)
+    if not in_process:  # the run in a child; this process holds the lock and settles the ledger
+        from pathlib import Path
+
+        from raypress.dag.supervisor import run_supervised
+
+        argv = ["run", file, "--run-dir", run_dir, *[a for s in set_ for a in ("--set", s)],
+                *(["--address", address] if address else [])]
+        try:
+            code = run_supervised(argv, Path(run_dir).resolve(), list(vp.order),
+                                  echo=lambda line: console.print(line, markup=False))
+        except RunDirLocked as exc:
+            console.print(f"error: {exc}", markup=False)
+            raise typer.Exit(2)
+        raise typer.Exit(code)
+    try:
+        _run_in_process(vp, run_dir, address)
+    except RunDirLocked as exc:
+        console.print(f"error: {exc}", markup=False)
+        raise typer.Exit(2)
+
+
+def _run_in_process(vp, run_dir: str, address: Optional[str]) -> None:
+    from raypress.dag.run_lock import RunDirLocked
+    from raypress.dag.runner import RunFailed, Runner
+
     console.print(f"[bold]{vp.spec.name}[/]: {len(vp.nodes)} nodes → {run_dir}")
     runner = Runner(vp, run_dir, address=address, on_event=_event_printer)
     try:
         ledger = runner.run().to_json()
+    except RunDirLocked:
+        raise
     except RunFailed as exc:
         console.print(f"[bold red]run failed:[/] {escape(str(exc))}")
+        console.print(f"ledger: {runner.store.root}/ledger.json (status: failed)", markup=False)
         raise typer.Exit(1)
-    except Exception as exc:  # an op or stage crashed: one clear line, the traceback in events.jsonl
+    except (Exception, KeyboardInterrupt) as exc:  # an op or stage crashed: one clear line, the traceback in events.jsonl
         console.print(f"[bold red]run failed:[/] {type(exc).__name__}: {escape(str(exc))}")
-        console.print(f"(details in {runner.store.root}/events.jsonl)")
+        console.print(f"(details in {runner.store.root}/events.jsonl; ledger.json says status: failed)")
         raise typer.Exit(1)
     print_ledger(ledger)
     out.print(f"run directory: {runner.store.root}")
@@ -135,7 +167,13 @@ def analyze(file: str = typer.Argument(..., help="pipeline YAML"),
     run_dir = run_dir or default_run_dir(vp.spec.name + "-analyze")
     console.print(f"[bold]{vp.spec.name}[/]: analyzing {len(filters)} filters → {run_dir}")
     runner = Runner(vp, run_dir, address=address, on_event=_event_printer)
-    runner.run()
+    from raypress.dag.run_lock import RunDirLocked
+
+    try:
+        runner.run()
+    except RunDirLocked as exc:
+        console.print(f"error: {exc}", markup=False)
+        raise typer.Exit(2)
     for nid, node in vp.nodes.items():
         if node.kind != OpKind.WRITER:
             continue

@@ -19,13 +19,26 @@ from raypress.schema import TombstoneKind
 class Ledger:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    status: str = "running"  # running | succeeded | failed: a ledger never claims more than the run did
+    error: str | None = None  # why a failed run stopped
+    unfinished: list[str] = field(default_factory=list)  # nodes a failed run did not finish
 
     def to_json(self) -> dict:
-        return {"nodes": self.nodes, "adds_up": not self.problems, "problems": self.problems}
+        """``adds_up`` holds only for a finished run: a failed one did not account for every row."""
+        out: dict[str, Any] = {"status": self.status, "nodes": self.nodes,
+                               "adds_up": self.status == "succeeded" and not self.problems,
+                               "problems": self.problems}
+        if self.error is not None:
+            out["error"] = self.error
+        if self.unfinished:
+            out["unfinished"] = self.unfinished
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "Ledger":
-        return cls(nodes=dict(data.get("nodes", {})), problems=list(data.get("problems", [])))
+        return cls(nodes=dict(data.get("nodes", {})), problems=list(data.get("problems", [])),
+                   status=str(data.get("status", "succeeded")), error=data.get("error"),
+                   unfinished=list(data.get("unfinished", [])))
 
 
 def entry(op: str, kind: OpKind, rows_in: int, rows_out: int, dropped: dict[str, int] | None = None,

@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact, ReportArtifact
+from raypress.dag.destination import Destination, DestinationConflict
+from raypress.dag.fingerprint import digest, files_under, input_change, input_files, output_change
 from raypress.dag.ledger import Ledger, check_edges, entry, segment_entries
 from raypress.dag.plan import Plan, Segment, make_plan
+from raypress.dag.run_lock import RunLock
 from raypress.dag.store import RunStore, config_hashes, default_run_dir
 from raypress.dag.validate import ValidatedPipeline, VNode, load_pipeline
 from raypress.operators.base import STREAMING_KINDS, OpKind, RunContext
@@ -57,6 +60,15 @@ class Runner:
         for node in vp.nodes.values():  # `{run_dir}` in a parameter expands to the run directory
             node.params = node.op_cls.Params.model_validate(  # only what was set: validators may ask
                 expand_run_dir(node.params.model_dump(exclude_unset=True), root))
+        self.destinations = {nid: self._destination(node) for nid, node in vp.nodes.items()
+                             if node.kind == OpKind.WRITER}
+        self.output_digests: dict[str, str] = {}  # node -> digest of its output files (this run's view)
+
+    def _destination(self, node: VNode) -> Destination:
+        writer = node.make_op()
+        return Destination(Path(writer.destination()), writer.single_file(),
+                           {"pipeline": self.vp.spec.name, "node": node.id, "op": node.op_cls.name},
+                           overwrite=bool(getattr(node.params, "overwrite", False)))
 
     # -- events ---------------------------------------------------------------
     def emit(self, event: dict) -> None:
@@ -71,33 +83,58 @@ class Runner:
 
     # -- the run --------------------------------------------------------------
     def run(self) -> Ledger:
+        """Run under the run directory's lock; the ledger says `running` until it says how it ended."""
+        with RunLock(self.store.root):
+            return self._run_locked()
+
+    def _run_locked(self) -> Ledger:
         from raypress.dag.ray_session import ensure_ray
 
         self.store.write_pipeline(self.vp.spec.resolved_yaml())
         plan = make_plan(self.vp)
+        self.store.write_ledger(self.ledger.to_json())  # status: running (a killed run still says so)
         self.emit({"event": "run_started", "pipeline": self.vp.spec.name, "run_dir": str(self.store.root),
                    "steps": len(plan.steps)})
         start = time.perf_counter()
-        ensure_ray(self.address)
-        from raypress.dag.timer import OpTimer
-
-        self.timer = OpTimer.remote()
         try:
-            self._run_steps(plan)
-        except Exception as exc:
-            self._cleanup()
-            self._finish_ledger()
-            import traceback
+            self._check_destinations()
+            ensure_ray(self.address)
+            from raypress.dag.timer import OpTimer
 
-            self.emit({"event": "run_failed", "error": f"{type(exc).__name__}: {exc}",
-                       "traceback": traceback.format_exc(limit=8),
-                       "seconds": round(time.perf_counter() - start, 3)})
+            self.timer = OpTimer.remote()
+            self._run_steps(plan)
+        except BaseException as exc:
+            self._cleanup()
+            self._fail(exc, time.perf_counter() - start)
             raise
         self._cleanup()
+        self.ledger.status = "succeeded"
         self._finish_ledger()
         self.emit({"event": "run_finished", "seconds": round(time.perf_counter() - start, 3),
                    "adds_up": not self.ledger.problems})
         return self.ledger
+
+    def _fail(self, exc: BaseException, seconds: float) -> None:
+        import traceback
+
+        self.ledger.status = "failed"
+        self.ledger.error = describe_error(exc)
+        self.ledger.unfinished = [nid for nid in self.vp.order if nid not in self.ledger.nodes]
+        self._finish_ledger()
+        self.emit({"event": "run_failed", "error": self.ledger.error,
+                   "traceback": traceback.format_exc(limit=8), "seconds": round(seconds, 3)})
+
+    def _check_destinations(self) -> None:
+        """Every writer's destination, before any work: a conflict found after an hour of work
+        would waste it; nothing is deleted either way."""
+        problems = []
+        for nid, dest in self.destinations.items():
+            try:
+                dest.check()
+            except DestinationConflict as exc:
+                problems.append(f"node '{nid}': {exc}")
+        if problems:
+            raise RunFailed("; ".join(problems))
 
     def _run_step(self, plan: Plan, step: Segment | str) -> None:
         if isinstance(step, Segment):
@@ -199,11 +236,13 @@ class Runner:
 
         nodes = [plan.node(n) for n in seg.nodes]
         sink = nodes[-1]
-        if self._resume(seg.sink, seg.nodes):
+        consumed = self._consumed(seg.nodes)
+        if self._resume(seg.sink, seg.nodes, consumed):
             return
         writer = sink.make_op() if sink.kind == OpKind.WRITER else None
         out_dir = None if writer else self.store.node_dir(sink.id)
-        dest = str(Path(writer.destination(self.ctx(sink.id))).resolve()) if writer else None
+        destination = self.destinations.get(sink.id)
+        dest = str(destination.reset_staging()) if destination is not None else None
         self.store.clear_outputs(sink.id, *([out_dir] if out_dir else []))
         for n in nodes:
             self.emit({"event": "node_started", "node": n.id, "op": n.op_cls.name})
@@ -211,19 +250,16 @@ class Runner:
         ds, expected_in, streaming = self._segment_source(nodes)
         for n in streaming:
             ds = self._apply_streaming(ds, n)
-        if writer is not None:
-            writer.prepare(dest)
-            for stale in Path(dest).glob("part-*"):  # parts of an earlier, interrupted attempt
-                if stale.is_file():
-                    stale.unlink()
         from raypress.dag.sink import SegmentSink, sum_tallies
 
         sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest,
                               str(self.store.rejects_dir(sink.id)), str(self.store.quarantine_dir(sink.id)),
                               bool(self.settings.get("keep_rejects")), self.timer)
         tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow").take_all()
-        if writer is not None:
+        written: dict[str, int] = {}
+        if writer is not None and destination is not None:
             writer.finalize(dest, self.ctx(sink.id))
+            written = destination.commit()
         wall = time.perf_counter() - start
         seconds = dict(ray.get(self.timer.snapshot.remote()))
         for n in nodes:
@@ -237,13 +273,15 @@ class Runner:
         self.ledger.nodes.update(entries)
         self.ledger.problems.extend(problems)
         live = entries[sink.id]["rows_out"]
-        output_path = dest or str(out_dir)
+        output_path = str(destination.target) if destination is not None else str(out_dir)
         if out_dir is not None:
             self.artifacts[sink.id] = self._read_materialized(out_dir, live)
         self._check_error_budget(nodes, entries, sink.id)
-        self.store.save_state(sink.id, {"hash": self.hashes[sink.id], "entries": entries, "output_path": output_path,
-                                        "rows": live, "type": ArtifactType.DATASET.value,
-                                        "materialized": out_dir is not None})
+        produced = {**written, **files_under([p for p in (out_dir, self.store.rejects_dir(sink.id),
+                                                           self.store.quarantine_dir(sink.id)) if p is not None])}
+        self._save_state(sink.id, consumed, produced, {"entries": entries, "output_path": output_path, "rows": live,
+                                                       "type": ArtifactType.DATASET.value,
+                                                       "materialized": out_dir is not None})
         for n in nodes:
             self.emit({"event": "node_finished", "node": n.id, **{k: entries[n.id][k] for k in
                        ("rows_in", "rows_out", "dropped", "duplicates", "quarantined", "seconds")}})
@@ -324,7 +362,8 @@ class Runner:
     # -- stages making a Model / Report ------------------------------------------
     def _run_artifact_step(self, nid: str) -> None:
         node = self.vp.nodes[nid]
-        if node.op_cls.resumable and self._resume(nid, [nid]):
+        consumed = self._consumed([nid])
+        if node.op_cls.resumable and self._resume(nid, [nid], consumed):
             return
         self.store.clear_outputs(nid)
         self.emit({"event": "node_started", "node": nid, "op": node.op_cls.name})
@@ -347,14 +386,45 @@ class Runner:
         e = entry(node.op_cls.name, node.kind, self._rows_in(node), 0, seconds=time.perf_counter() - start,
                   transforms=True, artifact=art.path)
         self.ledger.nodes[nid] = e
-        self.store.save_state(nid, {"hash": self.hashes[nid], "entries": {nid: e}, "output_path": art.path,
-                                    "type": expected.value})
+        self._save_state(nid, consumed, files_under([art.path] if art.path else []),
+                         {"entries": {nid: e}, "output_path": art.path, "type": expected.value})
         self.emit({"event": "node_finished", "node": nid, "artifact": art.path, "seconds": e["seconds"]})
 
     # -- resume / error budget ----------------------------------------------------
-    def _resume(self, sink: str, chain: list[str]) -> bool:
-        state = self.store.load_state(sink, self.hashes[sink])
+    def _consumed(self, chain: list[str]) -> dict[str, Any]:
+        """What a step reads: the files its nodes' parameters name, and its upstream outputs' digests."""
+        own_outputs = [self.store.root, *(p for d in self.destinations.values()
+                                          for p in (d.target, d.staging, d.manifest_path))]
+        files: dict[str, Any] = {}
+        for nid in chain:
+            files.update(input_files(self.vp.nodes[nid].params.model_dump(mode="json"), exclude=own_outputs))
+        upstream = sorted({p for nid in chain for ps in self.vp.nodes[nid].slots.values() for p in ps} - set(chain))
+        return {"files": files, "upstream": {p: self.output_digests.get(p) for p in upstream}}
+
+    def _save_state(self, nid: str, consumed: dict[str, Any], produced: dict[str, int], rest: dict[str, Any]) -> None:
+        self.output_digests[nid] = digest(produced)
+        self.store.save_state(nid, {"hash": self.hashes[nid], "consumed": consumed, "produced": produced, **rest})
+
+    def _stale(self, state: dict[str, Any], consumed: dict[str, Any]) -> str | None:
+        """Why a finished step's saved state no longer describes the data (None: it still does)."""
+        if state.get("hash") is None or "consumed" not in state or "produced" not in state:
+            return "its saved state is from an older raypress"
+        before = state["consumed"].get("upstream", {})
+        for producer, now in consumed["upstream"].items():
+            if before.get(producer) != now:
+                return f"its input '{producer}' changed (re-run)"
+        return input_change(state["consumed"].get("files", {}), consumed["files"]) or output_change(state["produced"])
+
+    def _resume(self, sink: str, chain: list[str], consumed: dict[str, Any]) -> bool:
+        state = self.store.load_state(sink)
         if state is None:
+            return False
+        if state.get("hash") != self.hashes[sink]:
+            reason: str | None = "configuration changed"
+        else:
+            reason = self._stale(state, consumed)
+        if reason is not None:
+            self.emit({"event": "node_rerun", "node": sink, "nodes": chain, "reason": reason})
             return False
         self.ledger.nodes.update(state["entries"])
         kind = state.get("type")
@@ -364,8 +434,10 @@ class Runner:
             self.artifacts[sink] = ReportArtifact.load(state["output_path"])
         elif state.get("materialized"):
             self.artifacts[sink] = self._read_materialized(Path(state["output_path"]), int(state["rows"]))
+        self.output_digests[sink] = digest(state["produced"])
         for nid in chain:
-            self.emit({"event": "node_skipped", "node": nid, "reason": "output exists, config unchanged"})
+            self.emit({"event": "node_skipped", "node": nid,
+                       "reason": "output on disk, inputs and config unchanged"})
         return True
 
     def _check_error_budget(self, nodes: list[VNode], entries: dict[str, dict], sink: str) -> None:
@@ -378,6 +450,15 @@ class Runner:
                     f"node '{n.id}' ({n.op_cls.name}): {e['quarantined']} of {e['rows_in']} rows "
                     f"({e['quarantined'] / e['rows_in']:.1%}) raised errors, over max_error_ratio {limit}. "
                     f"First: {first}. All of them are in {self.store.quarantine_dir(sink)}/")
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for the ledger and the CLI: what stopped the run."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C / SIGINT)"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    return text if isinstance(exc, RunFailed) else f"{name}: {text}" if text else name
 
 
 def step_nodes(step: Segment | str) -> list[str]:

@@ -1,7 +1,8 @@
-"""The run directory: resolved pipeline, events log, per-node state markers for resume.
+"""The run directory: resolved pipeline, events log, per-node state for resume.
 
 Layout: `pipeline.yaml`, `ledger.json`, `events.jsonl`, `nodes/<id>/` (materialized outputs),
-`rejects/<sink>/`, `quarantine/<sink>/`, `models/<id>/`, `reports/<id>.json`, `state/<id>.json`.
+`rejects/<sink>/`, `quarantine/<sink>/`, `models/<id>/`, `reports/<id>.json`, `state/<id>.json`
+(what the step consumed and produced, see ``fingerprint``), `.lock` (see ``run_lock``).
 """
 
 from __future__ import annotations
@@ -99,18 +100,12 @@ class RunStore:
         tmp.write_text(json.dumps(state, indent=2, default=str))
         tmp.replace(path)
 
-    def load_state(self, nid: str, config_hash: str) -> dict | None:
-        """The saved state of a finished step, if its config hash matches and its output exists."""
+    def load_state(self, nid: str) -> dict | None:
+        """The saved state of a finished step (None when there is none or it is unreadable); the
+        runner decides from it whether the step's data still holds (see ``fingerprint``)."""
         path = self.state_path(nid)
-        if not path.exists():
-            return None
         try:
             state = json.loads(path.read_text())
-        except json.JSONDecodeError:
+        except (OSError, ValueError):
             return None
-        if state.get("hash") != config_hash:
-            return None
-        out = state.get("output_path")
-        if out and not Path(out).exists():
-            return None
-        return state
+        return state if isinstance(state, dict) else None

@@ -148,6 +148,7 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
     else:
         problems.extend(_check_columns(nodes, order, specs, spec))
     problems.extend(_check_settings(spec))
+    problems.extend(_check_writer_destinations(nodes, specs, spec))
     if problems:
         raise PipelineInvalid(sorted(problems, key=lambda p: (p.file != f, p.line or 0)))
     return ValidatedPipeline(spec=spec, nodes=nodes, order=order)
@@ -243,6 +244,32 @@ def _check_columns(nodes, order, specs, spec) -> list[Problem]:
             columns[nid] = None if (available is None or written is None) else (available - dropped) | set(written)
         else:
             columns[nid] = None if written is None or node.op_cls.output != ArtifactType.DATASET else set(written)
+    return problems
+
+
+def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: PipelineSpec) -> list[Problem]:
+    """Two writers with one destination (or one inside the other) would replace each other's files."""
+    import os
+
+    from raypress.dag.destination import overlapping
+
+    problems: list[Problem] = []
+    claimed: list[tuple[str, str]] = []  # (normalized path, node id), in the YAML's order
+    for nid, node in nodes.items():
+        path = getattr(node.params, "path", None) if node.kind == OpKind.WRITER else None
+        if not isinstance(path, str) or not path:
+            continue
+        norm = os.path.normpath(os.path.abspath(os.path.expanduser(path)))  # `{run_dir}` stays literal
+        for other_path, other in claimed:
+            if overlapping(norm, other_path):
+                ns = specs[nid]
+                how = "the same destination" if norm == other_path else "a destination overlapping that"
+                problems.append(Problem(spec.doc.file, spec.line(ns.path + ("with", "path")) or spec.line(ns.path),
+                                        f"writes to {how} of node '{other}' (line "
+                                        f"{spec.line(specs[other].path)}): {path!r}; each writer needs its own path",
+                                        node=nid, key="path"))
+                break
+        claimed.append((norm, nid))
     return problems
 
 

@@ -251,24 +251,39 @@ class Stage(Operator):
     def run(self, inputs: dict[str, "Artifact"], ctx: RunContext) -> "Artifact": ...
 
 
+class WriterParams(Params):
+    """What every writer takes: where, and whether it may replace files raypress did not write."""
+
+    path: str = Field(description="output directory ('{run_dir}' expands to the run directory)")
+    overwrite: bool = Field(default=False, description="replace whatever the destination holds, even files "
+                            "raypress did not write (default: a destination with such files is an error, "
+                            "and nothing is deleted)")
+
+
 class Writer(Operator):
-    """Dataset -> files.  Called once per batch on workers, then ``finalize`` once on the driver."""
+    """Dataset -> files.  ``write_batch`` runs once per batch on workers, into a staging folder;
+    ``finalize`` once on the driver, turning the staged parts into the final layout there; the
+    runner then commits the staging folder to the destination (see ``raypress.dag.destination``)."""
 
     kind = OpKind.WRITER
     writes = ()
+    Params: ClassVar[type[Params]] = WriterParams
 
-    def destination(self, ctx: RunContext) -> str:
+    def destination(self, ctx: RunContext | None = None) -> str:
+        """The final path: a folder, or one file when ``single_file()``."""
         return str(self.params.path)  # type: ignore[attr-defined]
 
-    def prepare(self, dest: str) -> None:
-        Path(dest).mkdir(parents=True, exist_ok=True)
+    def single_file(self) -> bool:
+        """True when ``path`` names one file (e.g. ``out.jsonl``) rather than a folder of parts."""
+        return False
 
     @abstractmethod
     def write_batch(self, table: pa.Table, dest: str, part: str) -> None:
-        """Write ``table`` (live rows, tombstone columns removed) as part ``part`` under ``dest``."""
+        """Write ``table`` (live rows, tombstone columns removed) as part ``part`` under folder ``dest``."""
 
     def finalize(self, dest: str, ctx: RunContext) -> None:
-        """Runs once after every batch was written (e.g. build an index or a manifest)."""
+        """Runs once after every batch was written into folder ``dest`` (e.g. join the parts into
+        one file, build an index); what ``dest`` then holds is what gets committed."""
 
 
 def json_detail(values: dict[str, Any]) -> str:

@@ -41,4 +41,5 @@ def test_data_juicer_recipe_runs_and_exports_one_file(ray_session, tmp_path):
     assert all("@" not in r["text"] and "https://" not in r["text"] for r in rows)
     assert ledger["nodes"]["words_num_filter"]["dropped"] == {"num_words < min": 1}
     assert ledger["nodes"]["document_deduplicator"]["duplicates"] == 1
-    assert not (tmp_path / "out" / "result.jsonl.parts").exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".result.jsonl.raypress-manifest.json",
+                                                                      "result.jsonl"]  # no staging left

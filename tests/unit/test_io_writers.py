@@ -36,7 +36,7 @@ def sample(ids: list[str]) -> pa.Table:
 
 def write(writer_cls, dest: Path, tables: dict[str, pa.Table]):
     op = writer_cls(writer_cls.Params(path=str(dest)))
-    op.prepare(op.destination(RunContext(run_dir=str(dest.parent), node_id="w")))
+    dest.mkdir(parents=True, exist_ok=True)
     for part, table in tables.items():
         op.write_batch(table, str(dest), part)
     op.finalize(str(dest), RunContext(run_dir=str(dest.parent), node_id="w"))

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
-from raypress.operators.base import Params, Reader, RunContext, Writer
+from raypress.operators.base import Params, Reader, RunContext, Writer, WriterParams
 from raypress.operators.io._atomic import part_path
 from raypress.operators.io._files import map_items
 from raypress.operators.io._rows import with_row_ids
@@ -163,7 +163,7 @@ def read_arrow_file(
 class WriteHfDataset(Writer):
     """Write a Hugging Face dataset directory (save_to_disk) that datasets.load_from_disk opens."""
 
-    class Params(Params):
+    class Params(WriterParams):
         path: str = Field(description="output directory ('{run_dir}' expands to the run directory)")
 
     PARTS = "_parts"

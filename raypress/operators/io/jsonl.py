@@ -18,10 +18,10 @@ from typing import Any, Iterator
 import pyarrow as pa
 from pydantic import Field
 
-from raypress.operators.base import Params, Reader, RunContext, Writer
+from raypress.operators.base import Params, Reader, RunContext, Writer, WriterParams
 from raypress.operators.io._atomic import atomic_path, part_path
 from raypress.operators.io._files import Globs, expand_globs, map_files, open_maybe_compressed
-from raypress.operators.io.single_file import PARTS_SUFFIX, is_file_path, join_jsonl, parts_dir
+from raypress.operators.io.single_file import is_file_path, join_jsonl, joined_path
 from raypress.operators.io._rows import combine, ids_from_column, preview, put_ids, records_to_table, tombstones
 from raypress.operators.registry import register
 
@@ -120,17 +120,16 @@ class _Chunk:
 class WriteJsonl(Writer):
     """Write rows as JSON Lines, one file per part; bytes become base64 text, times ISO 8601."""
 
-    class Params(Params):
+    class Params(WriterParams):
         path: str = Field(description="output directory, or one file when it ends in .jsonl "
                                       "('{run_dir}' expands to the run directory)")
 
-    def destination(self, ctx) -> str:
-        path = self.params.path
-        return parts_dir(path) if is_file_path(path, ".jsonl") else path
+    def single_file(self) -> bool:
+        return is_file_path(self.params.path, ".jsonl")
 
     def finalize(self, dest: str, ctx) -> None:
-        if is_file_path(self.params.path, ".jsonl"):
-            join_jsonl(dest, str(Path(dest[: -len(PARTS_SUFFIX)])))
+        if self.single_file():
+            join_jsonl(dest, joined_path(dest, self.params.path))
 
     def write_batch(self, table: pa.Table, dest: str, part: str) -> None:
         if table.num_rows == 0:

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from raypress.operators.base import Params, Reader, RunContext, Writer
-from raypress.operators.io.single_file import PARTS_SUFFIX, is_file_path, join_parquet, parts_dir
+from raypress.operators.base import Params, Reader, RunContext, Writer, WriterParams
+from raypress.operators.io.single_file import is_file_path, join_parquet, joined_path
 from raypress.operators.io._atomic import atomic_path, part_path
 from raypress.operators.io._files import Globs, expand_globs, map_files
 from raypress.operators.io._rows import with_row_ids
@@ -57,18 +57,17 @@ def read_parquet_file(
 class WriteParquet(Writer):
     """Write rows as Parquet, one file per part."""
 
-    class Params(Params):
+    class Params(WriterParams):
         path: str = Field(description="output directory, or one file when it ends in .parquet "
                                       "('{run_dir}' expands to the run directory)")
         compression: str = Field(default="zstd", description="parquet codec: zstd, snappy, gzip, lz4, none")
 
-    def destination(self, ctx) -> str:
-        path = self.params.path
-        return parts_dir(path) if is_file_path(path, ".parquet") else path
+    def single_file(self) -> bool:
+        return is_file_path(self.params.path, ".parquet")
 
     def finalize(self, dest: str, ctx) -> None:
-        if is_file_path(self.params.path, ".parquet"):
-            join_parquet(dest, dest[: -len(PARTS_SUFFIX)], self.params.compression)
+        if self.single_file():
+            join_parquet(dest, joined_path(dest, self.params.path), self.params.compression)
 
     def write_batch(self, table: pa.Table, dest: str, part: str) -> None:
         write_parquet_part(table, part_path(dest, part, ".parquet"), self.params.compression)

@@ -1,5 +1,6 @@
 """Writers whose `path` names a file (`out/result.jsonl`, Data-Juicer's `export_path`) rather than
-a folder: parts are written beside it in `<path>.parts/` and joined into the one file at the end."""
+a folder: parts are written to the staging folder and joined there into the one file, which the
+runner then commits to `path` (see `raypress.dag.destination`)."""
 
 from __future__ import annotations
 
@@ -10,33 +11,40 @@ import pyarrow.parquet as pq
 
 from raypress.operators.io._atomic import atomic_path
 
-PARTS_SUFFIX = ".parts"
-
-
 def is_file_path(path: str, suffix: str) -> bool:
     return str(path).lower().endswith(suffix)
 
 
-def parts_dir(path: str) -> str:
-    return str(path) + PARTS_SUFFIX
+def joined_path(parts: str, target: str) -> Path:
+    """Where the joined file goes inside the staging folder ``parts``: the target's own name."""
+    return Path(parts) / Path(target).name
 
 
-def join_jsonl(parts: str, final: str) -> None:
+def _remove_parts(files: list[Path]) -> None:
+    for f in files:
+        f.unlink(missing_ok=True)
+
+
+def join_jsonl(parts: str, final: str | Path) -> None:
     """Concatenate JSON Lines parts (byte copy, streaming) into `final`, then drop the parts."""
     files = sorted(Path(parts).glob("part-*.jsonl"))
     with atomic_path(Path(final)) as tmp, open(tmp, "wb") as out:
         for f in files:
             with open(f, "rb") as src:
                 shutil.copyfileobj(src, out)
-    shutil.rmtree(parts, ignore_errors=True)
+    _remove_parts(files)
 
 
-def join_parquet(parts: str, final: str, compression: str) -> None:
+def join_parquet(parts: str, final: str | Path, compression: str) -> None:
     """Stream every part's row groups into one parquet file (memory: one row group at a time)."""
     files = sorted(Path(parts).glob("part-*.parquet"))
     schemas = [pq.read_schema(f) for f in files]
     if not files:
-        shutil.rmtree(parts, ignore_errors=True)
+        import pyarrow as pa
+
+        from raypress.schema import ID_COL
+
+        pq.write_table(pa.table({ID_COL: pa.array([], pa.string())}), final)  # an empty, readable file
         return
     import pyarrow as pa
 
@@ -48,4 +56,4 @@ def join_parquet(parts: str, final: str, compression: str) -> None:
                 for i in range(pf.num_row_groups):
                     writer.write_table(pf.read_row_group(i).cast(schema) if pf.schema_arrow != schema
                                        else pf.read_row_group(i))
-    shutil.rmtree(parts, ignore_errors=True)
+    _remove_parts(files)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import xxhash
 from pydantic import Field
 
-from raypress.operators.base import Params, Writer
+from raypress.operators.base import Params, Writer, WriterParams
 from raypress.operators.io._atomic import atomic_path, part_path
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
@@ -69,7 +69,7 @@ def _jsonable(value: Any) -> Any:
 class WriteWebDataset(Writer):
     """Write interleaved documents as WebDataset tar shards (one .json per document + its images)."""
 
-    class Params(Params):
+    class Params(WriterParams):
         path: str = Field(description="output directory for the shards ('{run_dir}' expands to the run directory)")
 
     def write_batch(self, table: pa.Table, dest: str, part: str) -> None:

@@ -1,0 +1,135 @@
+"""`raypress run` as two processes: a small supervisor that holds the run directory's lock, and
+the run itself in a child.  Why: when Ray's raylet dies, Ray's C++ core ends the driver process
+from below Python (no `except`, no `finally`), so a run that drove Ray itself left exit 1, no
+message and no `ledger.json`.  The supervisor outlives that: when the child ends without a final
+ledger it writes one with `status: failed` and the reason it found in what the child printed, and
+says so.  It costs one extra Python start (~0.3 s) and nothing while the run works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Callable, Iterable
+
+from raypress.dag.run_lock import RunLock
+
+TAIL_LINES = 400
+IN_PROCESS_FLAG = "--in-process"
+
+# What Ray and Python print when the run dies under the runner, most telling first.
+CAUSES: tuple[tuple[str, str], ...] = (
+    (r"LocalRayletDiedError|local raylet died|Raylet is terminated", "Ray's raylet (this node's Ray process "
+     "manager) died"),
+    (r"GcsRpcError|Failed to connect to GCS|GCS.*(died|unavailable)", "Ray's GCS (the cluster's head service) "
+     "became unreachable"),
+    (r"OutOfMemoryError|MemoryError|out of memory", "the machine ran out of memory"),
+    (r"ObjectStoreFullError|object store is full", "Ray's object store is full"),
+)
+_EXCEPTION_LINE = re.compile(r"^(?:\S+\.)?([A-Z]\w*(?:Error|Exception|Exit))(?::\s*(.*))?$")
+
+
+def run_supervised(argv: list[str], run_dir: Path, node_order: list[str],
+                   echo: Callable[[str], None]) -> int:
+    """Run ``raypress <argv> --in-process`` in a child under the run directory's lock; return its
+    exit code, after making sure ``ledger.json`` says how the run ended.  Raises RunDirLocked."""
+    lock = RunLock(run_dir, command="raypress " + " ".join(argv[:2])).acquire()
+    try:
+        env = {**os.environ, **lock.child_env()}
+        if sys.stderr.isatty():
+            env.setdefault("FORCE_COLOR", "1")  # the child's output is a pipe to us, its reader a terminal
+        # both streams pass through us: Ray prints its own processes' deaths (a raylet's included)
+        # to the driver's stdout, Python's errors go to stderr
+        child = subprocess.Popen([sys.executable, "-m", "raypress.cli", *argv, IN_PROCESS_FLAG], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        tail: deque[str] = deque(maxlen=TAIL_LINES)
+        readers = [threading.Thread(target=_tee, args=(stream, target, tail), daemon=True)
+                   for stream, target in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
+        for reader in readers:
+            reader.start()
+        rc = _wait(child)
+        for reader in readers:  # Ray's processes may hold the pipes a little longer
+            reader.join(timeout=5)
+        return _settle(run_dir, rc, list(tail), node_order, echo)
+    finally:
+        lock.release()
+
+
+def _tee(stream, target, tail: deque[str]) -> None:
+    """Pass one of the child's streams through unchanged (progress bars included), keeping its last lines."""
+    out = target.buffer
+    pending = b""
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        out.write(chunk)
+        out.flush()
+        pending += chunk
+        *lines, pending = re.split(rb"[\r\n]", pending)
+        tail.extend(line.decode("utf-8", "replace") for line in lines if line.strip())
+    if pending.strip():
+        tail.append(pending.decode("utf-8", "replace"))
+
+
+def _wait(child: subprocess.Popen) -> int:
+    """Wait for the child; Ctrl-C reaches it from the terminal, SIGTERM to us is passed on."""
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child handles it and reports
+    previous_term = signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+    try:
+        return child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+
+
+def _settle(run_dir: Path, rc: int, tail: list[str], node_order: list[str], echo: Callable[[str], None]) -> int:
+    ledger_path = run_dir / "ledger.json"
+    try:
+        ledger = json.loads(ledger_path.read_text())
+    except (OSError, ValueError):
+        ledger = None
+    if ledger is not None and ledger.get("status") in ("succeeded", "failed"):
+        return rc  # the run said how it ended
+    reason = died_reason(rc, tail)
+    ledger = ledger if isinstance(ledger, dict) else {"nodes": {}, "problems": []}
+    ledger.update(status="failed", adds_up=False, error=reason,
+                  unfinished=[n for n in node_order if n not in ledger.get("nodes", {})])
+    tmp = ledger_path.with_name("ledger.json.tmp")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(json.dumps(ledger, indent=2, default=str))
+    tmp.replace(ledger_path)
+    with open(run_dir / "events.jsonl", "a") as fh:
+        fh.write(json.dumps({"ts": round(time.time(), 3), "event": "run_failed", "error": reason,
+                             "by": "supervisor", "exit_code": rc}) + "\n")
+    echo(f"run failed: {reason}")
+    echo(f"ledger: {ledger_path} (status: failed; unfinished: {', '.join(ledger['unfinished']) or 'none'})")
+    return rc if rc > 0 else 1
+
+
+def died_reason(rc: int, tail: Iterable[str]) -> str:
+    """One line: how the run process ended and the likeliest cause in what it printed last."""
+    lines = list(tail)
+    how = (f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.Signals._value2member_map_
+           else f"exit code {rc}")
+    text = "\n".join(lines)
+    for pattern, cause in CAUSES:
+        match = re.search(pattern, text)
+        if match:
+            line = next((ln.strip() for ln in reversed(lines) if re.search(pattern, ln)), "")
+            return f"the run process ended before finishing ({how}): {cause} — {_short(line)}"
+    for line in reversed(lines):
+        m = _EXCEPTION_LINE.match(line.strip())
+        if m:
+            return f"the run process ended before finishing ({how}): {_short(line.strip())}"
+    return f"the run process ended before finishing ({how}) without reporting an error"
+
+
+def _short(line: str, limit: int = 300) -> str:
+    line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
