@@ -1,0 +1,222 @@
+"""Nothing lost at the edges, on real Ray: writers never delete what they did not write, resume
+trusts data on disk rather than saved state, one run at a time per run directory, and a run that
+dies says so in its ledger.  Each test reproduces a case that lost data on the old main."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from raypress.dag.runner import RunFailed, run_pipeline
+from raypress.dag.validate import PipelineInvalid, load_pipeline
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+RAYPRESS = [sys.executable, "-m", "raypress.cli"]
+
+
+def corpus(path: Path, n: int) -> Path:
+    with open(path, "w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"doc": f"d{i:05d}", "text": f"document {i} " + "word " * (i % 7 + 1)}) + "\n")
+    return path
+
+
+def pipeline(tmp_path: Path, data: Path, out: str = "{run_dir}/out", extra: str = "") -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: edges
+        nodes:
+          - id: src
+            op: read_jsonl
+            with: {{paths: ["{data}"], id_key: doc}}
+          - id: clean
+            op: whitespace_normalization_mapper
+            input: src
+          - id: out
+            op: write_jsonl
+            input: clean
+            with: {{path: "{out}"{extra}}}
+        """))
+    return path
+
+
+def rows_in(folder: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(folder.glob("part-*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def test_two_writers_with_one_path_are_refused_at_validation(tmp_path):
+    path = tmp_path / "two.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: two
+        nodes:
+          - id: src
+            op: read_jsonl
+            with: {{paths: ["{tmp_path}/x.jsonl"]}}
+          - id: a
+            op: write_jsonl
+            input: src
+            with: {{path: "{{run_dir}}/out"}}
+          - id: b
+            op: write_parquet
+            input: src
+            with: {{path: "{{run_dir}}/out/"}}
+          - id: c
+            op: write_parquet
+            input: src
+            with: {{path: "{{run_dir}}/out/inner"}}
+        """))
+    with pytest.raises(PipelineInvalid) as err:
+        load_pipeline(path)
+    messages = [str(p) for p in err.value.problems]
+    assert any("node 'b'" in m and "same destination of node 'a'" in m and ":13" in m for m in messages), messages
+    assert any("node 'c'" in m and "overlapping" in m for m in messages), messages
+
+
+def test_foreign_files_refuse_the_run_and_survive(ray_session, tmp_path):
+    data = corpus(tmp_path / "in.jsonl", 50)
+    dest = tmp_path / "mine"
+    dest.mkdir()
+    (dest / "part-0000.jsonl").write_text('{"id": "users own"}\n')
+    (dest / "notes.txt").write_text("keep me")
+    with pytest.raises(RunFailed, match=r"raypress did not write: notes.txt, part-0000.jsonl.*overwrite: true"):
+        run_pipeline(str(pipeline(tmp_path, data, out=str(dest))), run_dir=str(tmp_path / "run"))
+    assert (dest / "part-0000.jsonl").read_text() == '{"id": "users own"}\n' and (dest / "notes.txt").exists()
+    ledger = json.loads((tmp_path / "run" / "ledger.json").read_text())
+    assert ledger["status"] == "failed" and not ledger["adds_up"] and "overwrite" in ledger["error"]
+
+    ledger = run_pipeline(str(pipeline(tmp_path, data, out=str(dest), extra=", overwrite: true")),
+                          run_dir=str(tmp_path / "run2"))
+    assert ledger["status"] == "succeeded" and ledger["adds_up"]
+    assert sorted(r["id"] for r in rows_in(dest)) == [f"d{i:05d}" for i in range(50)]
+    assert not (dest / "notes.txt").exists()  # overwrite: true replaces, as asked
+
+
+def test_rerun_replaces_only_its_own_files_and_leaves_no_temp(ray_session, tmp_path):
+    data = corpus(tmp_path / "in.jsonl", 40)
+    dest = tmp_path / "out"
+    p = pipeline(tmp_path, data, out=str(dest))
+    run_pipeline(str(p), run_dir=str(tmp_path / "run1"))
+    first = sorted(f.name for f in dest.iterdir())
+    # a crashed attempt's half-written part, where the old writer left it for good
+    staging = tmp_path / ".out.raypress-staging"
+    staging.mkdir()
+    (staging / ".part-dead.jsonl.123.tmp").write_bytes(b"x" * 10_000)
+    corpus(data, 60)
+    ledger = run_pipeline(str(p), run_dir=str(tmp_path / "run2"))  # same pipeline and node: its own files
+    assert ledger["nodes"]["out"]["rows_out"] == 60 == len(rows_in(dest))
+    assert not set(first) & {f.name for f in dest.iterdir()}  # the first run's parts were replaced
+    assert not staging.exists() and not list(tmp_path.rglob("*.tmp"))
+
+
+def test_changed_input_reruns_the_affected_nodes(ray_session, tmp_path):
+    data = corpus(tmp_path / "in.jsonl", 5_000)
+    p, run_dir = pipeline(tmp_path, data), tmp_path / "run"
+    assert run_pipeline(str(p), run_dir=str(run_dir))["nodes"]["out"]["rows_out"] == 5_000
+    before = len(events(run_dir))
+    corpus(data, 20_000)
+    ledger = run_pipeline(str(p), run_dir=str(run_dir))
+    assert ledger["nodes"]["src"]["rows_in"] == 20_000 == ledger["nodes"]["out"]["rows_out"]
+    assert len(rows_in(run_dir / "out")) == 20_000
+    new = events(run_dir)[before:]
+    rerun = [e for e in new if e["event"] == "node_rerun"]
+    assert rerun and "changed (size" in rerun[0]["reason"] and str(data) in rerun[0]["reason"]
+    assert not [e for e in new if e["event"] == "node_skipped"]
+
+
+def test_deleted_output_is_written_again(ray_session, tmp_path):
+    data = corpus(tmp_path / "in.jsonl", 300)
+    p, run_dir = pipeline(tmp_path, data), tmp_path / "run"
+    run_pipeline(str(p), run_dir=str(run_dir))
+    before = len(events(run_dir))
+    ledger = run_pipeline(str(p), run_dir=str(run_dir))  # nothing changed: skipped
+    assert {e["node"] for e in events(run_dir)[before:] if e["event"] == "node_skipped"} == {"src", "clean", "out"}
+    for f in (run_dir / "out").iterdir():
+        f.unlink()
+    before = len(events(run_dir))
+    ledger = run_pipeline(str(p), run_dir=str(run_dir))
+    assert ledger["adds_up"] and len(rows_in(run_dir / "out")) == 300
+    rerun = [e for e in events(run_dir)[before:] if e["event"] == "node_rerun"]
+    assert rerun and "is missing" in rerun[0]["reason"]
+
+
+def test_second_run_into_a_locked_run_dir_exits_2_naming_the_holder(tmp_path):
+    data = corpus(tmp_path / "in.jsonl", 10)
+    run_dir = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""\
+        import sys, time
+        from raypress.dag.run_lock import RunLock
+        lock = RunLock({str(run_dir)!r}).acquire()
+        print("locked", flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        proc = subprocess.run([*RAYPRESS, "run", str(pipeline(tmp_path, data)), "--run-dir", str(run_dir)],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert proc.returncode == 2, proc.stderr
+        assert f"PID {holder.pid}" in proc.stderr and "Traceback" not in proc.stderr
+        assert not (run_dir / "events.jsonl").exists()  # nothing was written into the locked directory
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _raylet_of(root: psutil.Process, timeout: float = 60) -> psutil.Process:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for p in root.children(recursive=True):
+            try:
+                if p.name() == "raylet" or "raylet/raylet" in " ".join(p.cmdline()[:1]):
+                    return p
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.2)
+    raise AssertionError("the run's raylet never started")
+
+
+def _wait_for_event(run_dir: Path, kind: str, timeout: float = 90) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        path = run_dir / "events.jsonl"
+        if path.exists() and f'"{kind}"' in path.read_text():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no {kind} event in {timeout} s")
+
+
+def test_a_killed_raylet_leaves_a_failed_ledger_with_the_reason(tmp_path):
+    """Its own embedded Ray in a subprocess (never the suite's shared session's raylet)."""
+    data = corpus(tmp_path / "in.jsonl", 20_000)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "RAYPRESS_PROGRESS": "0", "RAY_ADDRESS": ""}
+    proc = subprocess.Popen([*RAYPRESS, "run", str(pipeline(tmp_path, data)), "--run-dir", str(run_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    try:
+        raylet = _raylet_of(psutil.Process(proc.pid))
+        _wait_for_event(run_dir, "node_started")
+        raylet.send_signal(signal.SIGKILL)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err[-3000:]
+    ledger = json.loads((run_dir / "ledger.json").read_text())
+    assert ledger["status"] == "failed" and ledger["adds_up"] is False
+    assert "raylet" in ledger["error"].lower(), ledger["error"]
+    assert "out" in ledger["unfinished"]
+    assert "run failed" in err and "raylet" in err.lower()

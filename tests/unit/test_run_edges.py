@@ -1,0 +1,163 @@
+"""The pieces behind "nothing lost at the edges", without Ray: a writer's destination (manifest,
+foreign files, journaled commit), the run-directory lock, input fingerprints, the supervisor's
+reading of how a run died."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raypress.dag.destination import Destination, DestinationConflict, overlapping
+from raypress.dag.fingerprint import input_change, input_files, output_change
+from raypress.dag.run_lock import RunLock
+from raypress.dag.supervisor import died_reason
+
+OWNER = {"pipeline": "p", "node": "out", "op": "write_jsonl"}
+
+
+def stage(dest: Destination, files: dict[str, str]) -> None:
+    staging = dest.reset_staging()
+    for name, text in files.items():
+        (staging / name).parent.mkdir(parents=True, exist_ok=True)
+        (staging / name).write_text(text)
+
+
+def test_commit_moves_staged_parts_and_lists_them(tmp_path):
+    dest = Destination(tmp_path / "out", False, OWNER)
+    stage(dest, {"part-a.jsonl": "1\n", "sub/part-b.jsonl": "2\n"})
+    committed = dest.commit()
+    assert sorted(Path(p).relative_to(dest.target).as_posix() for p in committed) == ["part-a.jsonl", "sub/part-b.jsonl"]
+    assert not dest.staging.exists()
+    assert json.loads(dest.manifest_path.read_text())["pending"] == []
+    stage(dest, {"part-c.jsonl": "3\n"})  # a re-run replaces its own files only
+    dest.commit()
+    assert sorted(p.name for p in dest.target.rglob("*")) == ["part-c.jsonl"]
+
+
+def test_foreign_files_are_an_error_and_stay(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "part-0.parquet").write_text("user data")
+    dest = Destination(target, False, OWNER)
+    with pytest.raises(DestinationConflict, match="1 file.*raypress did not write: part-0.parquet.*overwrite: true"):
+        dest.check()
+    stage(dest, {"part-x.jsonl": "1\n"})
+    with pytest.raises(DestinationConflict):
+        dest.commit()
+    assert (target / "part-0.parquet").read_text() == "user data"
+
+
+def test_another_nodes_files_are_foreign_too(tmp_path):
+    first = Destination(tmp_path / "out.jsonl", True, OWNER)
+    stage(first, {"out.jsonl": "1\n"})
+    first.commit()
+    other = Destination(tmp_path / "out.jsonl", True, {**OWNER, "node": "other"})
+    with pytest.raises(DestinationConflict, match="written by pipeline 'p', node 'out'"):
+        other.check()
+    replacing = Destination(tmp_path / "out.jsonl", True, {**OWNER, "node": "other"}, overwrite=True)
+    stage(replacing, {"out.jsonl": "2\n"})
+    replacing.commit()
+    assert (tmp_path / "out.jsonl").read_text() == "2\n"
+
+
+def test_a_commit_interrupted_after_its_journal_entry_still_owns_its_files(tmp_path):
+    dest = Destination(tmp_path / "out", False, OWNER)
+    stage(dest, {"part-a.jsonl": "1\n"})
+    dest.commit()
+    # a crash between "pending" and the final manifest: a new part is in place, listed only as pending
+    (dest.target / "part-b.jsonl").write_text("2\n")
+    dest._write_manifest(["part-a.jsonl"], pending=["part-b.jsonl"])
+    dest.check()  # both are ours: no conflict
+    stage(dest, {"part-c.jsonl": "3\n"})
+    dest.commit()
+    assert sorted(p.name for p in dest.target.iterdir()) == ["part-c.jsonl"]
+
+
+def test_a_file_where_a_folder_goes_is_an_error(tmp_path):
+    (tmp_path / "out").write_text("x")
+    with pytest.raises(DestinationConflict, match="is a file"):
+        Destination(tmp_path / "out", False, OWNER).check()
+
+
+def test_overlapping_destinations():
+    assert overlapping("/a/out", "/a/out/") and overlapping("/a/out/x", "/a/out")
+    assert not overlapping("/a/out", "/a/output") and not overlapping("/a/out.jsonl", "/a/out")
+
+
+def test_lock_refuses_a_second_holder_and_names_the_first(tmp_path):
+    first = RunLock(tmp_path).acquire()
+    try:
+        # another process (flock is per open file: the same process would share it)
+        code = ("import sys\nfrom raypress.dag.run_lock import RunLock, RunDirLocked\n"
+                f"try:\n    RunLock({str(tmp_path)!r}).acquire()\nexcept RunDirLocked as e:\n    print(e)\n    sys.exit(2)\n")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and f"PID {os.getpid()}" in proc.stdout
+    finally:
+        first.release()
+    RunLock(tmp_path).acquire().release()  # free again
+
+
+def test_a_dead_holders_lock_is_stale(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", f"from raypress.dag.run_lock import RunLock\n"
+                             f"l = RunLock({str(tmp_path)!r}).acquire()\nimport os\nos._exit(0)"])
+    proc.wait()
+    holder = json.loads((tmp_path / ".lock").read_text())
+    assert holder["pid"] == proc.pid  # the dead run's file is still there...
+    lock = RunLock(tmp_path).acquire()  # ...and the next run takes over
+    assert json.loads((tmp_path / ".lock").read_text())["pid"] == os.getpid()
+    lock.release()
+
+
+def test_a_child_of_the_holder_runs_under_its_lock(tmp_path):
+    lock = RunLock(tmp_path).acquire()
+    try:
+        code = f"from raypress.dag.run_lock import RunLock\nRunLock({str(tmp_path)!r}).acquire()\nprint('in')"
+        ok = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, **lock.child_env()})
+        assert ok.stdout.strip() == "in", ok.stderr
+        stranger = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                                  env={**os.environ, "RAYPRESS_RUN_LOCK_HOLDER": "1"})
+        assert stranger.returncode != 0 and "RunDirLocked" in stranger.stderr
+    finally:
+        lock.release()
+
+
+def test_input_fingerprints_see_content_size_and_new_files(tmp_path):
+    (tmp_path / "a.jsonl").write_text("x" * 100)
+    params = {"paths": [f"{tmp_path}/*.jsonl"], "lang": "en", "min_num": 5}
+    before = input_files(params)
+    assert list(before) == [str(tmp_path / "a.jsonl")]
+    (tmp_path / "a.jsonl").write_text("x" * 400)
+    assert "size 100 → 400 bytes" in input_change(before, input_files(params))
+    mid = input_files(params)
+    stat = os.stat(tmp_path / "a.jsonl")
+    (tmp_path / "a.jsonl").write_text("y" * 400)
+    os.utime(tmp_path / "a.jsonl", ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same mtime
+    assert "content differs" in input_change(mid, input_files(params))
+    now = input_files(params)
+    (tmp_path / "b.jsonl").write_text("z")
+    assert "new input file" in input_change(now, input_files(params))
+    assert input_files(params, exclude=[tmp_path]) == {}  # a run's own outputs are not inputs
+
+
+def test_output_change_names_the_missing_file(tmp_path):
+    f = tmp_path / "part-1.parquet"
+    f.write_bytes(b"1234")
+    assert output_change({str(f): 4}) is None
+    f.unlink()
+    assert "is missing" in output_change({str(f): 4})
+
+
+def test_died_reason_finds_the_raylet_in_what_the_run_printed():
+    tail = ["▶ out (write_jsonl)", "\x1b[33m(raylet)\x1b[0m Raylet is terminated. Termination is unexpected.",
+            "ray.exceptions.LocalRayletDiedError: The task's local raylet died."]
+    reason = died_reason(1, tail)
+    assert "raylet" in reason and "exit code 1" in reason and "\x1b" not in reason
+    assert "killed by SIGKILL" in died_reason(-9, ["ValueError: boom"])
+    assert "ValueError: boom" in died_reason(1, ["x", "ValueError: boom", "more"])
+    assert "without reporting an error" in died_reason(1, [])
