@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import stat
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -48,34 +49,62 @@ def file_sig(path: str, sample: bool = True) -> FileSig | None:
         return None
 
 
-def _param_strings(value: Any) -> Iterable[str]:
+# Parameters that name files by their name (`paths`, `root`, `image_dir`, `domains_path`, ...):
+# only these are read, so a `route_prefix: "/"` or a `lang: en` is never taken for a path.
+PATH_KEYS = frozenset({"path", "paths", "root", "images", "labels", "data_files"})
+PATH_SUFFIXES = ("_path", "_paths", "_dir", "_dirs", "_file", "_files", "_root")
+
+
+def is_path_key(key: str) -> bool:
+    return key in PATH_KEYS or key.endswith(PATH_SUFFIXES)
+
+
+def _strings(value: Any) -> Iterable[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, (list, tuple)):
         for v in value:
-            yield from _param_strings(v)
+            yield from _strings(v)
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _param_strings(v)
+            yield from _strings(v)
+
+
+def _param_strings(params: dict[str, Any]) -> Iterable[str]:
+    """The strings under path-like keys, at any depth (``data_files: {train: [...]}`` included)."""
+    for key, value in params.items():
+        if is_path_key(str(key)):
+            yield from _strings(value)
+        elif isinstance(value, dict):
+            yield from _param_strings(value)
+
+
+def _is_regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)  # never a device, a FIFO or a socket (reads block)
+    except OSError:
+        return False
 
 
 def _files_of(text: str) -> list[str]:
-    """The files a parameter string names: itself, a folder's files, or a glob's matches."""
+    """The regular files a parameter string names: itself, a folder's files, or a glob's matches."""
     if not text or "\n" in text or len(text) > 4096:
         return []
     expanded = os.path.expanduser(text)
+    if os.path.abspath(expanded) in (os.sep, os.path.expanduser("~")):
+        return []  # a whole file system or home is no one's input
     if any(ch in expanded for ch in GLOB_CHARS):
         try:
-            return sorted(p for p in glob.glob(expanded, recursive=True) if os.path.isfile(p))[:MAX_WALK_FILES]
+            return sorted(p for p in glob.glob(expanded, recursive=True) if _is_regular(p))[:MAX_WALK_FILES]
         except (OSError, ValueError):
             return []
-    if os.path.isfile(expanded):
+    if _is_regular(expanded):
         return [expanded]
     if os.path.isdir(expanded):
         found: list[str] = []
         for root, dirs, files in os.walk(expanded):
             dirs.sort()
-            found.extend(os.path.join(root, f) for f in sorted(files))
+            found.extend(p for p in (os.path.join(root, f) for f in sorted(files)) if _is_regular(p))
             if len(found) >= MAX_WALK_FILES:
                 return found[:MAX_WALK_FILES]
         return found
@@ -83,7 +112,7 @@ def _files_of(text: str) -> list[str]:
 
 
 def input_files(params: dict[str, Any], exclude: Iterable[Path] = ()) -> dict[str, FileSig]:
-    """Signatures of every file the parameters name, outside ``exclude`` (the run directory, a
+    """Signatures of every file the path-like parameters name, outside ``exclude`` (the run directory, a
     writer's own destination: those are outputs, tracked by manifests)."""
     skip = [str(Path(p).resolve()) for p in exclude]
     sigs: dict[str, FileSig] = {}

@@ -22,6 +22,12 @@ from raypress.operators.base import STREAMING_KINDS, OpKind, RunContext
 from raypress.schema import ArtifactType
 
 
+# What the run directory holds of its own: never an input of a step (another writer's destination
+# inside it may be: a reader of it is fingerprinted like any other file)
+RUN_DIR_INTERNALS = ("nodes", "state", "rejects", "quarantine", "models", "reports", "events.jsonl",
+                     "ledger.json", "ledger.json.tmp", "pipeline.yaml", ".lock")
+
+
 class RunFailed(Exception):
     """The run stopped on purpose (error budget exceeded, a stage failed); the message says why."""
 
@@ -393,11 +399,12 @@ class Runner:
     # -- resume / error budget ----------------------------------------------------
     def _consumed(self, chain: list[str]) -> dict[str, Any]:
         """What a step reads: the files its nodes' parameters name, and its upstream outputs' digests."""
-        own_outputs = [self.store.root, *(p for d in self.destinations.values()
-                                          for p in (d.target, d.staging, d.manifest_path))]
+        internal = [self.store.root / name for name in RUN_DIR_INTERNALS]  # tracked by the steps' own states
         files: dict[str, Any] = {}
         for nid in chain:
-            files.update(input_files(self.vp.nodes[nid].params.model_dump(mode="json"), exclude=own_outputs))
+            dest = self.destinations.get(nid)  # a writer's destination is its output, not its input
+            own = [dest.target, dest.staging, dest.manifest_path] if dest is not None else []
+            files.update(input_files(self.vp.nodes[nid].params.model_dump(mode="json"), exclude=internal + own))
         upstream = sorted({p for nid in chain for ps in self.vp.nodes[nid].slots.values() for p in ps} - set(chain))
         return {"files": files, "upstream": {p: self.output_digests.get(p) for p in upstream}}
 

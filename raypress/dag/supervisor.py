@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,8 +45,9 @@ def run_supervised(argv: list[str], run_dir: Path, node_order: list[str],
     lock = RunLock(run_dir, command="raypress " + " ".join(argv[:2])).acquire()
     try:
         env = {**os.environ, **lock.child_env()}
-        if sys.stderr.isatty():
-            env.setdefault("FORCE_COLOR", "1")  # the child's output is a pipe to us, its reader a terminal
+        if sys.stdout.isatty() or sys.stderr.isatty():  # the child writes to pipes, read by a terminal
+            env.setdefault("FORCE_COLOR", "1")
+            env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
         # both streams pass through us: Ray prints its own processes' deaths (a raylet's included)
         # to the driver's stdout, Python's errors go to stderr
         child = subprocess.Popen([sys.executable, "-m", "raypress.cli", *argv, IN_PROCESS_FLAG], env=env,

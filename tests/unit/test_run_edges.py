@@ -145,6 +145,18 @@ def test_input_fingerprints_see_content_size_and_new_files(tmp_path):
     assert input_files(params, exclude=[tmp_path]) == {}  # a run's own outputs are not inputs
 
 
+def test_only_path_parameters_are_fingerprinted(tmp_path, monkeypatch):
+    """A `route_prefix: /` once walked the whole file system and blocked reading /dev/console."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "en").write_text("a file named like a language code")
+    (tmp_path / "words.txt").write_text("w")
+    os.mkfifo(tmp_path / "pipe")
+    sigs = input_files({"route_prefix": "/", "lang": "en", "host": "127.0.0.1",
+                        "stopwords_dir": str(tmp_path), "options": {"data_files": {"train": ["words.txt"]}}})
+    assert sorted(Path(p).name for p in sigs) == ["en", "words.txt"]  # the folder's regular files, no FIFO
+    assert input_files({"root": "/"}) == {}
+
+
 def test_output_change_names_the_missing_file(tmp_path):
     f = tmp_path / "part-1.parquet"
     f.write_bytes(b"1234")
