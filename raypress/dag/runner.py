@@ -263,11 +263,16 @@ class Runner:
                               bool(self.settings.get("keep_rejects")), self.timer)
         tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow").take_all()
         written: dict[str, int] = {}
+        commit_seconds = 0.0
         if writer is not None and destination is not None:
+            commit_start = time.perf_counter()
             writer.finalize(dest, self.ctx(sink.id))
             written = destination.commit()
+            commit_seconds = time.perf_counter() - commit_start
         wall = time.perf_counter() - start
         seconds = dict(ray.get(self.timer.snapshot.remote()))
+        if writer is not None and sink.id in seconds:  # finalizing and committing are its own work too
+            seconds[sink.id] += commit_seconds
         for n in nodes:
             if n.kind not in STREAMING_KINDS and n.id not in seconds:  # readers/writers time their own work
                 seconds[n.id] = wall
