@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from raypress.dag.yaml_lines import LocatedDoc, load_located
+from raypress.dag.yaml_lines import LocatedDoc, load_located, read_pipeline_text
 
 TOP_KEYS = ("name", "description", "settings", "nodes", "process", "dataset_path", "export_path",
             "np", "project_name", "text_keys")
@@ -52,6 +52,7 @@ class Settings:
         "np": None,
         "in_memory_mb": 256,  # materialized outputs up to this size stay in the object store for their readers
         "concurrent_steps": 1,  # steps (segments, stages) run at once when they do not depend on each other
+        "allow_code": False,  # ops that run code from the file (python_lambda_mapper) need true; a service never sets it
     }
 
 
@@ -111,12 +112,18 @@ class PipelineSpec:
 def read_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> PipelineSpec:
     """Parse a pipeline file; structural problems are collected, not raised (see `problems`)."""
     path = Path(path)
-    doc = load_located(path.read_text(), str(path))
+    doc = load_located(read_pipeline_text(path), str(path))
     return spec_from_doc(doc, overrides, default_name=path.stem)
 
 
+def _duplicate_key_problems(doc: LocatedDoc) -> list[Problem]:
+    """YAML keeps the last of two equal keys silently; the first one is usually what was meant."""
+    return [Problem(doc.file, d.line, f"duplicate key {d.key!r} (first at line {d.first_line})")
+            for d in doc.duplicates]
+
+
 def spec_from_doc(doc: LocatedDoc, overrides=(), default_name: str = "pipeline") -> PipelineSpec:
-    problems: list[Problem] = []
+    problems: list[Problem] = _duplicate_key_problems(doc)
     data = doc.data
     f = doc.file
     if not isinstance(data, dict):

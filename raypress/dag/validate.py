@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from raypress.dag.spec import PipelineSpec, Problem, read_spec
-from raypress.dag.yaml_lines import YamlSyntaxError
+from raypress.dag.yaml_lines import PipelineFileError
 from raypress.operators.base import OpKind, Operator, Params
 from raypress.operators.registry import did_you_mean, get_op, known_names
 from raypress.schema import ArtifactType, ID_COL
@@ -51,14 +51,18 @@ class PipelineInvalid(Exception):
         self.problems = problems
 
 
+class PipelineUnreadable(PipelineInvalid):
+    """The file is no pipeline at all (missing, binary, too large, not YAML): one problem, one line."""
+
+
 def load_pipeline(path: str | Path, overrides=()) -> ValidatedPipeline:
     """Read + validate; raise :class:`PipelineInvalid` listing every problem."""
     try:
         spec = read_spec(path, overrides)
-    except YamlSyntaxError as exc:
-        raise PipelineInvalid([Problem(exc.file, exc.line, exc.message)]) from None
+    except PipelineFileError as exc:
+        raise PipelineUnreadable([Problem(exc.file, exc.line, exc.message)]) from None
     except OSError as exc:
-        raise PipelineInvalid([Problem(str(path), None, f"cannot read pipeline: {exc.strerror or exc}")]) from None
+        raise PipelineUnreadable([Problem(str(path), None, f"cannot read pipeline: {exc.strerror or exc}")]) from None
     return validate(spec)
 
 
@@ -148,6 +152,7 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
     else:
         problems.extend(_check_columns(nodes, order, specs, spec))
     problems.extend(_check_settings(spec))
+    problems.extend(_check_code(nodes, specs, spec))
     problems.extend(_check_writer_destinations(nodes, specs, spec))
     if problems:
         raise PipelineInvalid(sorted(problems, key=lambda p: (p.file != f, p.line or 0)))
@@ -188,25 +193,35 @@ def _validate_params(op_cls, ns, spec, problems) -> Params | None:
 
 
 def _toposort(nodes: dict[str, VNode]) -> tuple[list[str], list[str]]:
-    """Kahn's algorithm in declaration order; on a cycle, return the nodes of one cycle."""
+    """Nodes by depth (longest path from a source), each depth in declaration order -- the rounds
+    of Kahn's algorithm -- in linear time; on a cycle, return the nodes of one cycle."""
     deps = {nid: {p for ps in n.slots.values() for p in ps if p in nodes} for nid, n in nodes.items()}
-    order: list[str] = []
-    remaining = dict(deps)
-    while remaining:
-        ready = [nid for nid, d in remaining.items() if not (d & set(remaining))]
-        if not ready:
-            return order, _find_cycle(remaining)
-        for nid in ready:
-            order.append(nid)
-            del remaining[nid]
+    consumers: dict[str, list[str]] = {nid: [] for nid in deps}
+    for nid, d in deps.items():
+        for p in d:
+            consumers[p].append(nid)
+    waiting = {nid: len(d) for nid, d in deps.items()}
+    depth = {nid: 0 for nid, n in waiting.items() if n == 0}
+    ready = list(depth)
+    for nid in ready:  # grows while we walk it: each node enters once, when its last input is placed
+        for c in consumers[nid]:
+            depth[c] = max(depth.get(c, 0), depth[nid] + 1)
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    index = {nid: i for i, nid in enumerate(deps)}
+    order = sorted(ready, key=lambda nid: (depth[nid], index[nid]))
+    if len(order) < len(deps):
+        return order, _find_cycle({n: d for n, d in deps.items() if waiting[n]})
     return order, []
 
 
 def _find_cycle(deps: dict[str, set[str]]) -> list[str]:
+    """Walk inputs from a node that waits on another: among such nodes that walk must close a loop."""
     start = next(iter(deps))
     path, seen = [start], {start: 0}
     while True:
-        nxt = next(iter(sorted(deps[path[-1]] & set(deps))))
+        nxt = min(p for p in deps[path[-1]] if p in deps)
         if nxt in seen:
             return path[seen[nxt]:]
         seen[nxt] = len(path)
@@ -273,6 +288,29 @@ def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: Pipel
     return problems
 
 
+def _check_code(nodes: dict[str, VNode], specs: dict, spec: PipelineSpec) -> list[Problem]:
+    """Ops that run code written in the file need `settings.allow_code: true`; the grant travels
+    in their params (`allow_code`), which the op checks again before it compiles anything."""
+    allowed = spec.settings.get("allow_code") is True
+    problems = []
+    for nid, node in nodes.items():
+        if not node.op_cls.takes_code:
+            continue
+        ns = specs[nid]
+        if "allow_code" in ns.params:
+            problems.append(Problem(spec.doc.file, spec.line(ns.path + ("with", "allow_code")),
+                                    "allow_code is a run-wide setting: set `settings.allow_code: true`, "
+                                    "not a parameter", node=nid, key="allow_code"))
+        elif not allowed:
+            problems.append(Problem(spec.doc.file, spec.line(ns.path + ("op",)) or spec.line(ns.path),
+                                    f"{node.op_cls.name} runs Python code from the pipeline file; set "
+                                    "`settings.allow_code: true` to run it (a service never does)",
+                                    node=nid, key="op"))
+        elif node.params is not None:
+            node.params = node.params.model_copy(update={"allow_code": True})
+    return problems
+
+
 def _check_settings(spec: PipelineSpec) -> list[Problem]:
     problems = []
     s = spec.settings
@@ -296,6 +334,9 @@ def _check_settings(spec: PipelineSpec) -> list[Problem]:
         problems.append(Problem(f, spec.line(("settings", "concurrent_steps")),
                                 f"concurrent_steps must be an integer >= 1 (got {steps!r})",
                                 key="settings.concurrent_steps"))
+    if not isinstance(s.get("allow_code"), bool):
+        problems.append(Problem(f, spec.line(("settings", "allow_code")), "allow_code must be true or false",
+                                key="settings.allow_code"))
     np_ = s.get("np")
     if np_ is not None and (not isinstance(np_, int) or np_ < 1):
         problems.append(Problem(f, spec.line(("np",)) or spec.line(("settings", "np")),

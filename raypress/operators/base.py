@@ -100,6 +100,9 @@ class Operator(ABC):
     resources: ClassVar[Resources] = Resources()
     stateful: ClassVar[bool] = False  # True: loads something heavy once -> runs in an actor pool
     resumable: ClassVar[bool] = True  # False: a rerun never reuses the last output (e.g. a live endpoint)
+    # True: runs code written in the pipeline file; validation requires `settings.allow_code: true` and
+    # passes the grant as an `allow_code` field of Params, which the op checks before compiling
+    takes_code: ClassVar[bool] = False
     batch_size: ClassVar[int | None] = 1024
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
     optional_inputs: ClassVar[frozenset[str]] = frozenset()  # slots of ``inputs`` a pipeline may leave out

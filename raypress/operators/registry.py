@@ -86,6 +86,15 @@ def all_ops() -> dict[str, type[Operator]]:
     return dict(sorted(_REGISTRY.items()))
 
 
+SUGGEST_FROM_AT_MOST = 1000  # names; past that a suggestion per problem would make validation quadratic
+
+
 def did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    """A close name, when there are few enough names to compare against (a generated pipeline with
+    thousands of nodes and as many bad references must not take minutes to report)."""
+    if not hasattr(choices, "__len__"):
+        choices = list(choices)
+    if len(choices) > SUGGEST_FROM_AT_MOST:
+        return ""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -19,6 +19,7 @@ def test_reader_and_writer_time_their_own_work(ray_session, tmp_path):
     corpus.write_text("".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(3)))
     path = tmp_path / "p.yaml"
     path.write_text(textwrap.dedent(f"""\
+        settings: {{allow_code: true}}
         nodes:
           - {{id: src, op: read_jsonl, with: {{paths: ["{corpus}"]}}}}
           - id: slow

@@ -37,7 +37,7 @@ def pipeline(tmp_path: Path, max_error_ratio: float = 0.5) -> Path:
     path = tmp_path / "p.yaml"
     path.write_text(textwrap.dedent(f"""\
         name: runner-test
-        settings: {{max_error_ratio: {max_error_ratio}, keep_rejects: true}}
+        settings: {{max_error_ratio: {max_error_ratio}, keep_rejects: true, allow_code: true}}
         nodes:
           - id: src
             op: read_jsonl

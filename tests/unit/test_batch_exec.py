@@ -13,6 +13,8 @@ from raypress.schema import with_tombstones, TombstoneKind
 
 def runner(op: str, node: str, **params) -> StreamingOpRunner:
     cls = get_op(op)
+    if cls.takes_code:  # what validation grants with `settings.allow_code: true`
+        params["allow_code"] = True
     return StreamingOpRunner(cls, cls.Params(**params), None, node)
 
 
