@@ -20,10 +20,13 @@ out = Console(highlight=False, width=_WIDTH)
 
 
 def _load_or_exit(file: str, overrides: list[str]):
-    from raypress.dag.validate import PipelineInvalid, load_pipeline
+    from raypress.dag.validate import PipelineInvalid, PipelineUnreadable, load_pipeline
 
     try:
         return load_pipeline(file, overrides)
+    except PipelineUnreadable as exc:  # not a pipeline at all: one line, no list
+        console.print(f"error: {exc.problems[0]}", markup=False, soft_wrap=True)
+        raise typer.Exit(2)
     except PipelineInvalid as exc:
         console.print(f"[bold red]{file}: {len(exc.problems)} problem(s)[/]")
         for p in exc.problems:
