@@ -1,13 +1,76 @@
-"""Start (or join) Ray once per process: embedded by default, a cluster when an address is given."""
+"""Start (or join) Ray once per process: embedded by default, a cluster when an address is given.
+
+The embedded Ray listens on loopback only (its GCS, raylet, object manager, workers' gRPC servers,
+dashboard and runtime-env agents): on a shared or public machine nobody else can reach the
+cluster and run code in it. ``--ray-host`` / ``RAYPRESS_RAY_HOST`` names another interface for a
+node that other machines must reach (``0.0.0.0``: Ray's own default, every interface).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import logging
 import os
+from collections.abc import Iterator
+from typing import Any
+
+HOST_ENV = "RAYPRESS_RAY_HOST"
+LOOPBACK = "127.0.0.1"
+EVERY_INTERFACE = frozenset({"0.0.0.0", "::", "*", "all"})
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Connect to ``address`` / ``RAY_ADDRESS`` if given, else start an embedded, quiet Ray."""
+def ray_host(host: str | None = None) -> str:
+    """The interface the embedded Ray binds: ``host``, else ``$RAYPRESS_RAY_HOST``, else loopback."""
+    return host or os.environ.get(HOST_ENV) or LOOPBACK
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``localhost``, 127.0.0.0/8, ``::1``);
+    a host name other than ``localhost`` may resolve to anything, so it is not."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def _local_only() -> Iterator[None]:
+    """Let Ray keep a loopback node IP while it starts.
+
+    Why: Ray 2.60 swaps a loopback ``_node_ip_address`` for the machine's outward IP
+    (``services.resolve_ip_for_localhost``) unless ``ray_constants.ENABLE_RAY_CLUSTER`` is off —
+    its "local Ray" mode on Windows/macOS, in which the node IP is 127.0.0.1 and every gRPC server
+    (bound to the node IP) listens on loopback. The constant is read when the node starts (the
+    raylet, GCS and agents get ``--node-ip-address``), so it is switched off for ``ray.init`` only.
+    """
+    from ray._private import ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def _start_embedded(host: str, num_cpus: int | None, kwargs: dict[str, Any]) -> None:
+    """``ray.init`` for a new local node bound to ``host``."""
+    import ray
+
+    if host in EVERY_INTERFACE:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+        return
+    guard = _local_only() if is_loopback(host) else contextlib.nullcontext()
+    with guard:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address=host, **kwargs)
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: str | None = None) -> None:
+    """Connect to ``address`` / ``RAY_ADDRESS`` if given, else start an embedded, quiet Ray bound to
+    ``ray_host(host)`` (loopback unless told otherwise)."""
     import ray
 
     if ray.is_initialized():
@@ -30,7 +93,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         # A loaded 2-core machine sometimes misses Ray's fixed start-up deadlines: try again.
         for attempt in range(3):
             try:
-                ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+                _start_embedded(ray_host(host), num_cpus, kwargs)
                 break
             except Exception:  # noqa: BLE001 - "node timed out during startup" and kin
                 ray.shutdown()

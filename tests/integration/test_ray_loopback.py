@@ -1,0 +1,104 @@
+"""The embedded Ray that `raypress run` / `raypress serve` start listens on loopback only.
+
+Started in a subprocess (not in the pytest process, which shares one Ray session with the other
+tests), with a task, an actor and a Serve app, so the GCS, raylet, object manager, agents, workers,
+the Serve controller, proxy and a replica all run; then every listening TCP socket of that
+process tree is read with psutil.
+
+The one exception, named: a Serve replica's inter-deployment gRPC server. Ray Serve 2.60 binds it
+to the literal ``"[::]:0"`` (``ray/serve/_private/replica.py``, ``Replica._on_initialized``:
+``add_port_to_grpc_server(self._server, "[::]:0")``), with no option or variable to change it; it
+is a token-authenticated server (``create_grpc_server_with_interceptors``), like every Ray gRPC
+server in 2.60, but it listens on every interface.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from ipaddress import ip_address
+
+import pytest
+
+psutil = pytest.importorskip("psutil")
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+SERVE_REPLICA = "ray::ServeReplica"  # the named exception above
+
+CHILD = textwrap.dedent("""
+    import json, sys, time
+    import psutil
+    import ray
+    from ray import serve
+    from raypress.dag.ray_session import ensure_ray
+
+    ensure_ray(num_cpus=2)
+
+    @ray.remote
+    def node_ip():
+        return ray.util.get_node_ip_address()
+
+    @ray.remote
+    class Pinger:
+        def ping(self):
+            return "pong"
+
+    pinger = Pinger.remote()
+    assert ray.get(pinger.ping.remote()) == "pong"
+    ip = ray.get(node_ip.remote())
+    serve.start(http_options={"host": "127.0.0.1", "port": int(sys.argv[1])})
+
+    @serve.deployment
+    def hello(request):
+        return "hi"
+
+    serve.run(hello.bind(), blocking=False)
+    time.sleep(2)  # agents open their last ports after start-up
+    me = psutil.Process()
+    sockets = []
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            name = proc.name()
+            for conn in proc.net_connections(kind="tcp"):
+                if conn.status == psutil.CONN_LISTEN:
+                    sockets.append({"pid": proc.pid, "name": name, "ip": conn.laddr.ip, "port": conn.laddr.port})
+        except psutil.Error:
+            pass
+    print("RESULT " + json.dumps({"node_ip": ip, "gcs": ray.get_runtime_context().gcs_address,
+                                  "sockets": sockets}))
+    serve.shutdown()
+    ray.shutdown()
+""")
+
+
+def _loopback(ip: str) -> bool:
+    address = ip_address(ip.split("%")[0])
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 (a dual-stack socket)
+    return (mapped or address).is_loopback
+
+
+def _run_child(env: dict[str, str]) -> dict:
+    from raypress.serving.uvicorn_thread import free_port
+
+    done = subprocess.run([sys.executable, "-c", CHILD, str(free_port())], env=env, capture_output=True,
+                          text=True, timeout=200)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_embedded_ray_listens_on_loopback_only():
+    env = {k: v for k, v in os.environ.items() if k not in {"RAY_ADDRESS", "RAYPRESS_RAY_HOST"}}
+    result = _run_child(env)
+    sockets = result["sockets"]
+    names = {s["name"] for s in sockets}
+    assert {"gcs_server", "raylet"} <= names and any(n.startswith("ray::") for n in names), names
+    assert result["node_ip"] == "127.0.0.1" and result["gcs"].startswith("127.0.0.1:")
+    exposed = [s for s in sockets if not _loopback(s["ip"]) and not s["name"].startswith(SERVE_REPLICA)]
+    assert not exposed, f"listening beyond loopback: {exposed}"
+    replica_wildcards = [s for s in sockets if s["name"].startswith(SERVE_REPLICA) and not _loopback(s["ip"])]
+    assert len(replica_wildcards) <= 1  # only the inter-deployment gRPC port; its actor gRPC is loopback
+
