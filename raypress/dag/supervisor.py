@@ -47,7 +47,7 @@ def run_supervised(argv: list[str], run_dir: Path, node_order: list[str],
         env = {**os.environ, **lock.child_env()}
         if sys.stdout.isatty() or sys.stderr.isatty():  # the child writes to pipes, read by a terminal
             env.setdefault("FORCE_COLOR", "1")
-            env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
+            env["RAYPRESS_COLUMNS"] = str(shutil.get_terminal_size().columns)
         # both streams pass through us: Ray prints its own processes' deaths (a raylet's included)
         # to the driver's stdout, Python's errors go to stderr
         child = subprocess.Popen([sys.executable, "-m", "raypress.cli", *argv, IN_PROCESS_FLAG], env=env,
