@@ -13,8 +13,9 @@ from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="raypress: declarative pipelines of data, training, evaluation and serving ops on Ray.")
-# rich assumes 80 columns when piped; ledgers are wider (a supervised run gets its terminal's COLUMNS)
-_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 160
+# rich assumes 80 columns when piped; ledgers are wider (a supervised run is told its terminal's width)
+_WIDTH = (int(os.environ["RAYPRESS_COLUMNS"]) if os.environ.get("RAYPRESS_COLUMNS", "").isdigit()
+          else None if sys.stdout.isatty() else 160)
 console = Console(stderr=True, highlight=False, width=_WIDTH)
 out = Console(highlight=False, width=_WIDTH)
 
