@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES
+
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8000
 
@@ -37,6 +39,8 @@ class LLMAppArgs(BaseModel):
     max_len: int | None = Field(None, ge=2, description="context (prompt + completion) per sequence")
     max_queue: int = Field(64, ge=1, description="requests waiting for a slot before answering 503")
     max_prefill_tokens: int = Field(2048, ge=1, description="padded prompt tokens one step may prefill")
+    max_request_bytes: int = Field(LLM_MAX_REQUEST_BYTES, ge=1, description="larger request bodies get 413 "
+                                   "(default 4 MiB: a 128k-token context is ~0.5 MB of text)")
     dtype: str | None = Field(None, description="float32 | bfloat16 | float16 (default: as saved; fp32 on CPU)")
     device: str | None = Field(None, description="cpu | cuda (default: cuda when the replica has a GPU)")
     num_cpus: float = Field(1.0, ge=0, description="CPUs the replica reserves (also its torch threads)")
@@ -106,7 +110,8 @@ def _make_deployment() -> Any:
         def __serve_build_asgi_app__(self) -> Any:
             from raypress.serving.openai_app import create_app
 
-            return create_app(self.engine, self.args.served_name, self.args.resolved_key())
+            return create_app(self.engine, self.args.served_name, self.args.resolved_key(),
+                              max_request_bytes=self.args.max_request_bytes)
 
         def check_health(self) -> None:
             if not self.engine.is_running:
@@ -122,6 +127,8 @@ def _make_deployment() -> Any:
 
 def build_app(args: dict[str, Any]) -> Any:
     """A Serve application over ``args`` (the ``import_path`` target of a Serve config file)."""
+    from raypress.serving.http_limits import serve_backpressure
+
     parsed = LLMAppArgs.model_validate(args)
     deployment = _make_deployment()
     max_ongoing = parsed.max_batch_size + parsed.max_queue + 8  # the engine's queue answers 503, not Serve's
@@ -129,8 +136,8 @@ def build_app(args: dict[str, Any]) -> Any:
     if parsed.api_key_env and not parsed.api_key and os.environ.get(parsed.api_key_env):
         # carry the variable to the replica's process (else the replica reads its own environment)
         options["runtime_env"] = {"env_vars": {parsed.api_key_env: os.environ[parsed.api_key_env]}}
-    return deployment.options(ray_actor_options=options, max_ongoing_requests=max_ongoing).bind(
-        parsed.model_dump())
+    return deployment.options(ray_actor_options=options, max_ongoing_requests=max_ongoing,
+                              backpressure_config=serve_backpressure()).bind(parsed.model_dump())
 
 
 def http_url(host: str, port: int) -> str:

@@ -15,18 +15,27 @@ must not need Ray. Routes:
 
 Errors use OpenAI's body (``{"error": {message, type, param, code}}``): 400 for invalid requests
 (schema, malformed JSON, a prompt that does not fit the context), 401 without the bearer token,
-404 for an unknown model or route, 503 when the engine's queue is full, 500 if a forward fails.
+404 for an unknown model or route, 413 for a body over ``max_request_bytes``, 503 (with
+``Retry-After``) when the engine's queue is full or it stops, 500 if a forward fails.
+
+Why tokenising and chat templates run in threads: one 10 MB prompt tokenises for seconds, and on
+the event loop it held ``/health`` and every small request for as long. A request whose text is
+over ``BIG_PROMPT_CHARS`` goes to a small pool of its own (big prompts wait for each other, never for
+the small ones' threads), the rest to the loop's default executor; ``encode_batch`` is used where
+the tokenizer has it, because ``tokenizers`` releases the GIL there and not in ``encode``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence, Sized
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -44,10 +53,14 @@ from raypress.serving.engine import (
     RequestFailed,
     RequestHandle,
 )
+from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES, limit_request_body, retry_after
 from raypress.serving.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/health", "/docs", "/openapi.json"})
+BIG_PROMPT_CHARS = 16_384  # above this much text a request's tokenising uses the big-prompt pool
+BIG_PROMPT_THREADS = 2
+T = TypeVar("T")
 
 
 class APIError(Exception):
@@ -59,7 +72,7 @@ class APIError(Exception):
         self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
 
     def response(self) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else retry_after(self.status)
         return JSONResponse(oa.error_body(self.message, self.type, self.param, self.code), self.status, headers)
 
 
@@ -87,6 +100,13 @@ class OpenAIServer:
     def __init__(self, engine: Engine, model_name: str) -> None:
         self.engine = engine
         self.model_name = model_name
+        self._big = ThreadPoolExecutor(BIG_PROMPT_THREADS, thread_name_prefix="raypress-big-prompt")
+
+    async def off_loop(self, chars: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a thread: the big-prompt pool when ``chars`` of text are over
+        ``BIG_PROMPT_CHARS``, else the loop's default executor."""
+        pool = self._big if chars > BIG_PROMPT_CHARS else None
+        return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args))
 
     # ---- checks and submission ------------------------------------------------------------------
 
@@ -96,16 +116,30 @@ class OpenAIServer:
                            param="model", code="model_not_found")
 
     def encode(self, prompt: str | list[int], special_tokens: bool = True) -> list[int]:
-        if isinstance(prompt, list):
-            return prompt
-        tokenizer = self.engine.tokenizer
-        try:
-            encoded = tokenizer.encode(prompt, add_special_tokens=special_tokens)  # type: ignore[call-arg]
-        except TypeError:  # a tokenizer without the keyword
-            encoded = tokenizer.encode(prompt)
-        return list(getattr(encoded, "ids", encoded))
+        """One prompt's ids (blocking: call it through ``off_loop`` from a route)."""
+        return self.encode_all([prompt], special_tokens)[0]
 
-    def budget(self, prompt_ids: list[int], max_tokens: int | None, param: str) -> int:
+    def encode_all(self, prompts: Sequence[str | list[int]], special_tokens: bool = True) -> list[list[int]]:
+        """Every prompt's ids; texts in one ``encode_batch`` call where the tokenizer has one."""
+        texts = [p for p in prompts if isinstance(p, str)]
+        encoded = iter(_encode_texts(self.engine.tokenizer, texts, special_tokens) if texts else [])
+        return [p if isinstance(p, list) else next(encoded) for p in prompts]
+
+    async def encode_async(self, prompts: Sequence[str | list[int]], special_tokens: bool = True) -> list[list[int]]:
+        return await self.off_loop(_chars(prompts), self.encode_all, prompts, special_tokens)
+
+    def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        """The chat template applied and tokenised (blocking: Jinja and the tokenizer)."""
+        apply = getattr(self.engine.tokenizer, "apply_chat_template", None)
+        if apply is None:
+            raise APIError(400, "this model's tokenizer has no chat template; use /v1/completions", param="messages")
+        try:
+            text = apply(messages, add_generation_prompt=True)
+        except Exception as error:  # jinja raises on a template's own checks (e.g. role order)
+            raise APIError(400, f"the messages do not fit the chat template: {error}", param="messages") from error
+        return self.encode(text, special_tokens=False)
+
+    def budget(self, prompt_ids: Sized, max_tokens: int | None, param: str) -> int:
         """Completion tokens this prompt may ask for; 400 when it cannot fit the context."""
         context = self.engine.max_len
         room = context - len(prompt_ids)
@@ -137,11 +171,9 @@ class OpenAIServer:
 
     async def completions(self, request: oa.CompletionRequest) -> Any:
         self.check_model(request.model)
-        prompts = request.prompts()
         jobs = []
         prompt_tokens = 0
-        for prompt in prompts:
-            ids = self.encode(prompt)
+        for ids in await self.encode_async(request.prompts()):
             if not ids:
                 raise APIError(400, "the prompt is empty", param="prompt")
             max_tokens = self.budget(ids, request.max_tokens, "prompt")
@@ -157,14 +189,8 @@ class OpenAIServer:
 
     async def chat(self, request: oa.ChatCompletionRequest) -> Any:
         self.check_model(request.model)
-        apply = getattr(self.engine.tokenizer, "apply_chat_template", None)
-        if apply is None:
-            raise APIError(400, "this model's tokenizer has no chat template; use /v1/completions", param="messages")
-        try:
-            text = apply(request.chat_messages(), add_generation_prompt=True)
-        except Exception as error:  # jinja raises on a template's own checks (e.g. role order)
-            raise APIError(400, f"the messages do not fit the chat template: {error}", param="messages") from error
-        ids = self.encode(text, special_tokens=False)
+        messages = request.chat_messages()
+        ids = await self.off_loop(sum(len(m["content"]) for m in messages), self.chat_ids, messages)
         max_tokens = self.budget(ids, request.completion_limit, "messages")
         rid = oa.new_id("chatcmpl")
         handles = self.submit([(ids, request.sampling(max_tokens, k)) for k in range(request.n)], rid)
@@ -214,13 +240,38 @@ class OpenAIServer:
                 "running": engine.num_running, "waiting": engine.num_waiting,
                 "tokens_per_second": engine.stats.tokens_per_second(), "total_steps": engine.stats.total_steps}
 
-    def count_tokens(self, prompts: Sequence[str]) -> dict[str, Any]:
+    async def count_tokens(self, prompts: Sequence[str]) -> dict[str, Any]:
         """Each prompt's tokens as ``/v1/completions`` encodes it, and the context they must fit."""
-        return {"counts": [len(self.encode(prompt)) for prompt in prompts], "max_len": self.engine.max_len}
+        return {"counts": [len(ids) for ids in await self.encode_async(prompts)], "max_len": self.engine.max_len}
 
     def steps(self, after: int) -> dict[str, Any]:
         records = [asdict(r) for r in self.engine.stats.steps if r.step > after]
         return {"steps": records, "last": records[-1]["step"] if records else after}
+
+
+def _chars(prompts: Sequence[str | list[int]]) -> int:
+    return sum(len(p) for p in prompts if isinstance(p, str))
+
+
+def _encode_texts(tokenizer: Any, texts: list[str], special_tokens: bool) -> list[list[int]]:
+    """Token ids of ``texts``: ``encode_batch`` when there is one (``tokenizers`` releases the GIL in
+    it, so the event loop keeps running while a long text tokenises), else ``encode`` per text."""
+    batch = getattr(tokenizer, "encode_batch", None)
+    if batch is not None:
+        try:
+            encoded = batch(texts, add_special_tokens=special_tokens)
+        except TypeError:  # a tokenizer without the keyword
+            encoded = batch(texts)
+        return [e if isinstance(e, list) else list(getattr(e, "ids", e)) for e in encoded]
+    return [_encode_one(tokenizer, text, special_tokens) for text in texts]
+
+
+def _encode_one(tokenizer: Any, text: str, special_tokens: bool) -> list[int]:
+    try:
+        encoded = tokenizer.encode(text, add_special_tokens=special_tokens)
+    except TypeError:  # a tokenizer without the keyword
+        encoded = tokenizer.encode(text)
+    return list(getattr(encoded, "ids", encoded))
 
 
 def _engine_error(error: BaseException, param: str) -> BaseException:
@@ -304,9 +355,10 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-def install_guards(app: FastAPI, api_key: str | None) -> None:
-    """The bearer-token check (every path but ``OPEN_PATHS``) and OpenAI-style error bodies for every
-    error — shared by each raypress HTTP app, so a client sees one error shape and one auth rule."""
+def install_guards(app: FastAPI, api_key: str | None, max_request_bytes: int | None = None) -> None:
+    """The bearer-token check (every path but ``OPEN_PATHS``), the body-size limit (413) and
+    OpenAI-style error bodies for every error — shared by each raypress HTTP app, so a client sees
+    one error shape and one auth rule."""
 
     @app.middleware("http")
     async def bearer_token(request: Request, call_next: Any) -> Any:
@@ -331,14 +383,18 @@ def install_guards(app: FastAPI, api_key: str | None) -> None:
         code = "not_found" if exc.status_code == 404 else None
         return APIError(exc.status_code, str(exc.detail), code=code).response()
 
+    limit_request_body(app, max_request_bytes)  # outermost: a body over the limit is never read
 
-def create_app(engine: Engine, model_name: str, api_key: str | None = None) -> FastAPI:
-    """The API over ``engine`` (started on first use); ``api_key``: require ``Authorization: Bearer``."""
+
+def create_app(engine: Engine, model_name: str, api_key: str | None = None,
+               max_request_bytes: int | None = LLM_MAX_REQUEST_BYTES) -> FastAPI:
+    """The API over ``engine`` (started on first use); ``api_key``: require ``Authorization: Bearer``;
+    ``max_request_bytes``: larger bodies get 413 (``None``: no limit)."""
     server = OpenAIServer(engine, model_name)
     app = FastAPI(title="raypress LLM", version="1")
     app.state.server = server
 
-    install_guards(app, api_key)
+    install_guards(app, api_key, max_request_bytes)
 
     @app.post("/v1/completions")
     async def completions(request: oa.CompletionRequest) -> Any:
@@ -356,8 +412,10 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None) -> F
     @app.get("/health")
     async def health() -> JSONResponse:
         ok = engine.is_running
+        status = 200 if ok else 503
         return JSONResponse({"status": "ok" if ok else "engine stopped", "model": model_name,
-                             "running": engine.num_running, "waiting": engine.num_waiting}, 200 if ok else 503)
+                             "running": engine.num_running, "waiting": engine.num_waiting}, status,
+                            headers=retry_after(status))
 
     @app.get("/raypress/v1/engine")
     async def engine_info() -> dict[str, Any]:
@@ -369,7 +427,7 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None) -> F
 
     @app.post("/raypress/v1/tokenize")
     async def tokenize(request: oa.TokenizeRequest) -> dict[str, Any]:
-        return await asyncio.to_thread(server.count_tokens, request.prompts)
+        return await server.count_tokens(request.prompts)
 
     engine.start()
     return app

@@ -16,16 +16,18 @@ Routes:
 A bridge trained with ``objective: one_step`` (the supervised baseline) answers with one network
 call (``VEBridge.one_step_inverse``); a DDBM bridge runs the hybrid sampler (``VEBridge.sample``).
 Errors use the OpenAI error body of ``openai_app``: 400 names the field or ``images[i]`` (bad
-base64, a corrupt image, a wrong size), 401 without the bearer token when one is set; a request
-that fails leaves the server serving. Sampling runs in a worker thread, one request at a time per
-replica (a lock): ``/health`` keeps answering while a long request samples, and Serve's
-``max_ongoing_requests`` bounds the queue.
+base64, a corrupt image, a wrong size), 401 without the bearer token when one is set, 413 for a
+body over ``max_request_bytes``; a request that fails leaves the server serving. Decoding,
+sampling and PNG encoding run in worker threads (sampling one request at a time per replica: a
+lock): ``/health`` keeps answering while a long request works, and Serve's
+``max_ongoing_requests`` bounds the queue (its 503 carries ``Retry-After``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 import threading
 import time
@@ -44,6 +46,7 @@ from starlette.concurrency import run_in_threadpool
 from raypress.models.bridge_unet import load_bridge
 from raypress.models.ddbm import VEBridge, sampler_nfe
 from raypress.operators.purification.images import decode_image, encode_png, from_float, to_float
+from raypress.serving.http_limits import PURIFY_MAX_REQUEST_BYTES, serve_backpressure
 from raypress.serving.openai_app import APIError, install_guards, validation_error
 
 ONE_STEP = "one_step"  # the config "objective" of the supervised one-step baseline
@@ -79,6 +82,8 @@ class PurifyAppArgs(BaseModel):
     churn_step_ratio: float = Field(0.33, ge=0.0, lt=1.0)
     guidance: float = Field(0.5, ge=0.0, le=10.0)
     max_images: int = Field(256, ge=1, description="most images per request (400 above it)")
+    max_request_bytes: int = Field(PURIFY_MAX_REQUEST_BYTES, ge=1, description="larger request bodies get 413 "
+                                   "(default 64 MiB: max_images base64 PNGs of up to 256x256 RGB)")
     api_key: str | None = Field(None, description="require `Authorization: Bearer <key>`")
     device: str | None = Field(None, description="cpu | cuda (default: cuda when the replica has a GPU)")
     num_cpus: float = Field(1.0, ge=0, description="CPUs the replica reserves (also its torch threads)")
@@ -148,6 +153,14 @@ def _b64decode(text: str, index: int) -> bytes:
     return data
 
 
+def _b64decode_all(texts: list[str]) -> list[bytes]:
+    return [_b64decode(text, i) for i, text in enumerate(texts)]
+
+
+def _b64encode_all(images: np.ndarray) -> list[str]:
+    return [base64.b64encode(encode_png(img)).decode("ascii") for img in images]
+
+
 def decode_request_images(blobs: list[bytes], purifier: Purifier) -> np.ndarray:
     """Decode every image or answer 400 naming the first bad one (corrupt bytes, wrong size)."""
     arrays = []
@@ -188,7 +201,7 @@ def create_purify_app(model: str | Path | Purifier, args: PurifyAppArgs | None =
     name = settings.served_name
     app = FastAPI(title="raypress purify", version="1")
 
-    install_guards(app, settings.api_key)
+    install_guards(app, settings.api_key, settings.max_request_bytes)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -206,7 +219,7 @@ def create_purify_app(model: str | Path | Purifier, args: PurifyAppArgs | None =
         content_type = request.headers.get("content-type", "").lower()
         if content_type.startswith("application/json") or not content_type:
             try:
-                raw = await request.json()
+                raw = await run_in_threadpool(json.loads, await request.body())  # up to 64 MiB: not on the loop
             except ValueError as error:
                 raise APIError(400, f"the request body is not valid JSON: {error}") from error
             try:
@@ -216,14 +229,14 @@ def create_purify_app(model: str | Path | Purifier, args: PurifyAppArgs | None =
             if len(body.images) > settings.max_images:
                 raise APIError(400, f"images: {len(body.images)} images, at most {settings.max_images} per request",
                                param="images")
-            return [_b64decode(text, i) for i, text in enumerate(body.images)], body
+            return await run_in_threadpool(_b64decode_all, body.images), body
         try:
             options = PurifyOptions.model_validate(dict(request.query_params))
         except ValidationError as error:
             raise _invalid(error) from error
         body_bytes = await request.body()
         if content_type.startswith("multipart/form-data"):
-            return [_multipart_file(body_bytes, request.headers["content-type"])], options
+            return [await run_in_threadpool(_multipart_file, body_bytes, request.headers["content-type"])], options
         if content_type.startswith(("image/", "application/octet-stream")):
             if not body_bytes:
                 raise APIError(400, "images[0]: empty body", param="images[0]")
@@ -234,14 +247,14 @@ def create_purify_app(model: str | Path | Purifier, args: PurifyAppArgs | None =
     @app.post("/v1/purify")
     async def purify(request: Request) -> dict[str, Any]:
         blobs, options = await parse(request)
-        images = decode_request_images(blobs, purifier)
+        images = await run_in_threadpool(decode_request_images, blobs, purifier)
         steps = options.steps or settings.steps
         churn = settings.churn_step_ratio if options.churn_step_ratio is None else options.churn_step_ratio
         guidance = settings.guidance if options.guidance is None else options.guidance
         seed = options.seed if options.seed is not None else int(np.random.default_rng().integers(2**31))
         start = time.perf_counter()
         out = await run_in_threadpool(purifier.purify, images, steps, churn, guidance, seed)
-        return {"images": [base64.b64encode(encode_png(img)).decode("ascii") for img in out], "model": name,
+        return {"images": await run_in_threadpool(_b64encode_all, out), "model": name,
                 "objective": purifier.objective, "steps": 1 if purifier.objective == ONE_STEP else steps,
                 "nfe": purifier.nfe(steps, churn), "seed": seed, "seconds": time.perf_counter() - start}
 
@@ -273,4 +286,5 @@ def build_purify_app(args: dict[str, Any]) -> Any:
     return PurifyServer.options(
         num_replicas=parsed.num_replicas, max_ongoing_requests=parsed.max_ongoing_requests,
         ray_actor_options={"num_cpus": parsed.num_cpus, "num_gpus": parsed.num_gpus},
+        backpressure_config=serve_backpressure(),
     ).bind(parsed.model_dump())

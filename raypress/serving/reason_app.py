@@ -7,7 +7,8 @@ The ingress holds their deployment handles as the search's policies.
 Routes: ``POST /v1/reason`` with ``{family, question, metadata?, answer?, method?}``; ``GET
 /v1/policies``; ``GET /health``. With ``answer`` the search stops on a path the family's scorer
 accepts (as in training); without it, on the first path with an answer and no step any judge
-scored negative (``verified: false`` in the result).
+scored negative (``verified: false`` in the result). A body over ``max_request_bytes`` (default
+1 MiB: a question is text) gets 413; Serve's 503 when the queue is full carries ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raypress.operators.reasoning.policies import completion_from_actor
 from raypress.operators.reasoning.types import Completion, Task
+from raypress.serving.http_limits import REASON_MAX_REQUEST_BYTES
 
 
 class ReasonRequest(BaseModel):
@@ -41,6 +43,7 @@ class ReasonAppArgs(BaseModel):
     search: dict[str, Any] = Field(default_factory=dict)
     num_cpus_per_policy: float = 0.5
     max_batch_size: int = 64
+    max_request_bytes: int = Field(REASON_MAX_REQUEST_BYTES, ge=1, description="larger request bodies get 413")
 
 
 class _HandlePolicy:
@@ -82,9 +85,11 @@ def create_reason_api(policies: dict[str, Any], args: ReasonAppArgs) -> Any:
     from raypress.operators.reasoning import comcts as core
     from raypress.operators.reasoning.judges import ExactStepJudge, ModelJudge
     from raypress.operators.reasoning.tasks import get_family
+    from raypress.serving.http_limits import limit_request_body
     from raypress.serving.openai_app import APIError, validation_error
 
     app = FastAPI(title="raypress reason")
+    limit_request_body(app, args.max_request_bytes)
 
     @app.exception_handler(APIError)
     async def api_error(_: Any, exc: APIError) -> JSONResponse:
@@ -153,6 +158,7 @@ def build_reason_app(args: dict[str, Any]) -> Any:
     from ray import serve
 
     from raypress.operators.reasoning.policies import LocalLMActor
+    from raypress.serving.http_limits import serve_backpressure
 
     parsed = ReasonAppArgs.model_validate(args)
     policy_deployment = serve.deployment(LocalLMActor, max_ongoing_requests=4096)
@@ -160,7 +166,8 @@ def build_reason_app(args: dict[str, Any]) -> Any:
                                                ray_actor_options={"num_cpus": parsed.num_cpus_per_policy}).bind(
         path, max_batch_size=parsed.max_batch_size) for name, path in _policy_dirs(parsed.policies).items()}
 
-    @serve.deployment(name="ReasonServer", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256)
+    @serve.deployment(name="ReasonServer", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256,
+                      backpressure_config=serve_backpressure())
     @serve.ingress()
     class ReasonServer:
         def __init__(self, policy_handles: dict[str, Any], app_args: dict[str, Any]) -> None:

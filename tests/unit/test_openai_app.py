@@ -211,7 +211,7 @@ def test_full_queue_answers_503_and_recovers(model_dir):
                         await asyncio.sleep(0.01)
                     second = await http.post(f"{srv.url}/v1/completions", json=body)
                     busy = second.json()["error"]
-                    assert busy["type"] == "server_overloaded"
+                    assert busy["type"] == "server_overloaded" and second.headers["retry-after"] == "1"
                 return [(await first).status_code, second.status_code]
 
         first_status, second_status = asyncio.run(flood())
