@@ -97,15 +97,27 @@ def print_ledger(ledger: dict) -> None:
             out.print(f"  {p}", markup=False)
 
 
+RAY_HOST_HELP = ("interface the embedded Ray listens on (default: RAYPRESS_RAY_HOST, else 127.0.0.1; "
+                 "0.0.0.0: every interface, for other machines to join)")
+
+
+def _set_ray_host(ray_host: Optional[str]) -> None:
+    """Through the environment: ``ensure_ray`` reads it, here and in a supervised child alike."""
+    if ray_host:
+        os.environ["RAYPRESS_RAY_HOST"] = ray_host
+
+
 @app.command()
 def run(file: str = typer.Argument(..., help="pipeline YAML"),
         run_dir: Optional[str] = typer.Option(None, "--run-dir", help="default runs/<name>/<timestamp>"),
         set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)"),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded Ray, "
                                               "or RAY_ADDRESS)"),
+        ray_host: Optional[str] = typer.Option(None, "--ray-host", help=RAY_HOST_HELP),
         in_process: bool = typer.Option(False, "--in-process", hidden=True,
                                         help="run here, not in a supervised child (what the supervisor starts)")):
     """Run a pipeline on Ray (embedded by default) and print the ledger."""
+    _set_ray_host(ray_host)
     from raypress.dag.run_lock import RunDirLocked
     from raypress.dag.store import default_run_dir
 
@@ -264,24 +276,36 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
           max_queue: int = typer.Option(64, "--max-queue", help="waiting requests before answering 503"),
           num_cpus: float = typer.Option(1.0, "--num-cpus", help="CPUs for the replica"),
           num_gpus: float = typer.Option(0.0, "--num-gpus", help="GPUs for the replica"),
-          address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded)")):
+          max_request_bytes: Optional[int] = typer.Option(None, "--max-request-bytes", min=1,
+                                                          help="larger request bodies get 413 (default: 4 MiB)"),
+          address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded)"),
+          ray_host: Optional[str] = typer.Option(None, "--ray-host", help=RAY_HOST_HELP)):
     """Serve a model over HTTP until interrupted: `--model DIR`, or a Ray Serve CONFIG file."""
     if (config is None) == (model is None):
         console.print("give either a Serve CONFIG file or --model DIR (not both)")
         raise typer.Exit(2)
+    _set_ray_host(ray_host)
     from pydantic import ValidationError
 
     from raypress.dag.ray_session import ensure_ray
-    from raypress.serving.launch import ServeConfigError, deploy_config, load_serve_config, wait_until_interrupted
+    from raypress.serving.launch import (ServeConfigError, config_exposure_warning, deploy_config, exposure_warning,
+                                         load_serve_config, wait_until_interrupted)
     from raypress.serving.llm_deployment import LLMAppArgs, deploy_llm
 
+    if config is None:  # before anything can fail: the warning is about what was asked for
+        warning = exposure_warning(host, api_key_env is not None)
+        if warning:
+            console.print(warning, markup=False)
     try:
         if config is not None:
-            load_serve_config(config)  # fail on a bad file before starting Ray
+            warning = config_exposure_warning(load_serve_config(config))  # fail on a bad file before starting Ray
+            if warning:
+                console.print(warning, markup=False)
         else:
             args = LLMAppArgs(model=model, model_name=model_name, api_key_env=api_key_env,
                               max_batch_size=max_batch_size, max_len=max_len, max_queue=max_queue,
-                              num_cpus=num_cpus, num_gpus=num_gpus)
+                              num_cpus=num_cpus, num_gpus=num_gpus,
+                              **({"max_request_bytes": max_request_bytes} if max_request_bytes else {}))
             args.resolved_key()
     except (ServeConfigError, ValueError) as exc:
         message = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \

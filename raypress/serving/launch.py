@@ -2,7 +2,8 @@
 
 Why Serve's own config path for files: ``raypress serve CONFIG.yaml`` deploys exactly what
 ``serve deploy CONFIG.yaml`` deploys on a cluster (the controller's ``apply_config``, as
-``serve run`` does), so a file tested here works there unchanged.
+``serve run`` does), so a file tested here works there unchanged — except the HTTP host: a file
+that sets none listens on 127.0.0.1 here (Serve's own default is every interface).
 """
 
 from __future__ import annotations
@@ -15,9 +16,35 @@ from typing import Any, Callable
 
 import yaml
 
+from raypress.dag.ray_session import is_loopback
+
 
 class ServeConfigError(ValueError):
     """The Serve config file is unreadable or invalid; the message names the file and the field."""
+
+
+def exposure_warning(host: str, has_api_key: bool) -> str | None:
+    """The warning for an API that listens beyond this machine with no bearer token, else ``None``."""
+    if has_api_key or is_loopback(host):
+        return None
+    return (f"warning: listening on {host}, which is not loopback, without authentication: anyone who can "
+            "reach this port can use the API (set a key with --api-key-env, or bind 127.0.0.1)")
+
+
+def config_exposure_warning(config: Any) -> str | None:
+    """``exposure_warning`` for a Serve config: its HTTP host, and whether every application's args
+    name a key (``api_key`` / ``api_key_env``)."""
+    keyed = all(isinstance(a.args, dict) and (a.args.get("api_key") or a.args.get("api_key_env"))
+                for a in config.applications)
+    return exposure_warning(http_options(config)["host"], bool(keyed))
+
+
+def http_options(config: Any) -> dict[str, Any]:
+    """The config's ``http_options``; a host the file leaves unset is loopback, not Serve's 0.0.0.0."""
+    options = config.http_options.model_dump()
+    if "host" not in config.http_options.model_fields_set:
+        options["host"] = "127.0.0.1"
+    return options
 
 
 def load_serve_config(path: str | Path) -> Any:
@@ -54,7 +81,7 @@ def deploy_config(path: str | Path, timeout_s: float = 300.0,
     from raypress.serving.llm_deployment import http_url
 
     config = load_serve_config(path)
-    http = config.http_options.model_dump()
+    http = http_options(config)
     client = serve_api.serve_start(http_options=http, proxy_location=config.proxy_location,
                                    grpc_options=gRPCOptions(**config.grpc_options.model_dump()))
     client.deploy_apps(config)
@@ -73,7 +100,7 @@ def deploy_config(path: str | Path, timeout_s: float = 300.0,
         if on_status is not None:
             on_status(", ".join(f"{n}: {s}" for n, s in states.items()))
         time.sleep(1.0)
-    base = http_url(config.http_options.host, config.http_options.port)
+    base = http_url(http["host"], http["port"])
     return {app.name: base + (app.route_prefix or "/").rstrip("/") for app in config.applications}
 
 
