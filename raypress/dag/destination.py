@@ -171,8 +171,3 @@ def _remove_empty_parents(removed: Path, root: Path) -> None:
             return  # not empty
         d = d.parent
 
-
-def overlapping(a: str, b: str) -> bool:
-    """Two destinations collide when they are the same path or one lies inside the other."""
-    a, b = os.path.normpath(a), os.path.normpath(b)
-    return a == b or a.startswith(b.rstrip(os.sep) + os.sep) or b.startswith(a.rstrip(os.sep) + os.sep)

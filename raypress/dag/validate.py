@@ -263,29 +263,45 @@ def _check_columns(nodes, order, specs, spec) -> list[Problem]:
 
 
 def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: PipelineSpec) -> list[Problem]:
-    """Two writers with one destination (or one inside the other) would replace each other's files."""
+    """Two writers with one destination (or one inside the other) would replace each other's files.
+
+    Linear in the writers (times path depth): each path is looked up among those claimed before it,
+    its ancestors among them, and it among their ancestors."""
     import os
 
-    from raypress.dag.destination import overlapping
-
     problems: list[Problem] = []
-    claimed: list[tuple[str, str]] = []  # (normalized path, node id), in the YAML's order
+    claimed: dict[str, str] = {}  # normalized path -> node id, in the YAML's order
+    below: dict[str, str] = {}  # every ancestor folder of a claimed path -> the node claiming inside it
     for nid, node in nodes.items():
         path = getattr(node.params, "path", None) if node.kind == OpKind.WRITER else None
         if not isinstance(path, str) or not path:
             continue
         norm = os.path.normpath(os.path.abspath(os.path.expanduser(path)))  # `{run_dir}` stays literal
-        for other_path, other in claimed:
-            if overlapping(norm, other_path):
-                ns = specs[nid]
-                how = "the same destination" if norm == other_path else "a destination overlapping that"
-                problems.append(Problem(spec.doc.file, spec.line(ns.path + ("with", "path")) or spec.line(ns.path),
-                                        f"writes to {how} of node '{other}' (line "
-                                        f"{spec.line(specs[other].path)}): {path!r}; each writer needs its own path",
-                                        node=nid, key="path"))
-                break
-        claimed.append((norm, nid))
+        ancestors = _ancestors(norm)
+        other = claimed.get(norm) or next((claimed[a] for a in ancestors if a in claimed), None) or below.get(norm)
+        if other is not None:
+            ns = specs[nid]
+            how = "the same destination" if claimed.get(norm) == other else "a destination overlapping that"
+            problems.append(Problem(spec.doc.file, spec.line(ns.path + ("with", "path")) or spec.line(ns.path),
+                                    f"writes to {how} of node '{other}' (line "
+                                    f"{spec.line(specs[other].path)}): {path!r}; each writer needs its own path",
+                                    node=nid, key="path"))
+            continue
+        claimed[norm] = nid
+        for a in ancestors:
+            below.setdefault(a, nid)
     return problems
+
+
+def _ancestors(path: str) -> list[str]:
+    import os
+
+    out = []
+    parent = os.path.dirname(path)
+    while parent and parent != path:
+        out.append(parent)
+        path, parent = parent, os.path.dirname(parent)
+    return out
 
 
 def _check_code(nodes: dict[str, VNode], specs: dict, spec: PipelineSpec) -> list[Problem]:

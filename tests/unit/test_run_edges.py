@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from raypress.dag.destination import Destination, DestinationConflict, overlapping
+from raypress.dag.destination import Destination, DestinationConflict
 from raypress.dag.fingerprint import input_change, input_files, output_change
 from raypress.dag.run_lock import RunLock
 from raypress.dag.supervisor import died_reason
@@ -82,11 +82,6 @@ def test_a_file_where_a_folder_goes_is_an_error(tmp_path):
     (tmp_path / "out").write_text("x")
     with pytest.raises(DestinationConflict, match="is a file"):
         Destination(tmp_path / "out", False, OWNER).check()
-
-
-def test_overlapping_destinations():
-    assert overlapping("/a/out", "/a/out/") and overlapping("/a/out/x", "/a/out")
-    assert not overlapping("/a/out", "/a/output") and not overlapping("/a/out.jsonl", "/a/out")
 
 
 def test_lock_refuses_a_second_holder_and_names_the_first(tmp_path):
