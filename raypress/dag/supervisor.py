@@ -57,12 +57,85 @@ def run_supervised(argv: list[str], run_dir: Path, node_order: list[str],
                    for stream, target in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
         for reader in readers:
             reader.start()
+        watch = RayProcessWatch(child.pid)
+        watch.start()
         rc = _wait(child)
+        watch.stop()
         for reader in readers:  # Ray's processes may hold the pipes a little longer
             reader.join(timeout=5)
-        return _settle(run_dir, rc, list(tail), node_order, echo)
+        return _settle(run_dir, rc, [*tail, *watch.deaths], node_order, echo)
     finally:
         lock.release()
+
+
+class RayProcessWatch(threading.Thread):
+    """Notes when the embedded Ray's raylet or GCS (descendants of the run process) ends while the
+    run still runs.  Why: Ray does not always print its raylet's death before it ends the driver
+    (it depends on timing), so the printed tail alone cannot be relied on for the cause.  Reads
+    /proc once every ``interval`` s; elsewhere (no /proc) it watches nothing."""
+
+    WATCHED = {"raylet": "Raylet is terminated", "gcs_server": "GCS died"}
+
+    def __init__(self, root_pid: int, interval: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.root_pid, self.interval = root_pid, interval
+        self.seen: dict[int, str] = {}
+        self.deaths: list[str] = []
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=2)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            try:
+                self._look()
+            except OSError:
+                return
+
+    def _look(self) -> None:
+        alive = _descendants(self.root_pid)
+        if self.root_pid not in alive:
+            return  # the run itself ended: what happens to Ray after that is not a cause
+        for pid, name in alive.items():
+            if name in self.WATCHED and pid not in self.seen:
+                self.seen[pid] = name
+        for pid, name in list(self.seen.items()):
+            if alive.get(pid) != name:
+                self.deaths.append(f"{self.WATCHED[name]}: Ray's {name} process (pid {pid}) ended while the "
+                                   f"run was still running")
+                del self.seen[pid]
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """{pid: command name} of ``root`` and every live (not zombie) process below it, from /proc."""
+    parent: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        name_end = stat.rfind(")")
+        fields = stat[name_end + 2:].split()
+        if fields and fields[0] not in ("Z", "X"):
+            pid = int(entry.name)
+            names[pid] = stat[stat.find("(") + 1:name_end]
+            parent[pid] = int(fields[1])
+    found = {root} if root in names else set()
+    frontier = list(found)
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    while frontier:
+        for kid in children.get(frontier.pop(), []):
+            if kid not in found:
+                found.add(kid)
+                frontier.append(kid)
+    return {pid: names[pid] for pid in found}
 
 
 def _tee(stream, target, tail: deque[str]) -> None:

@@ -168,3 +168,34 @@ def test_died_reason_finds_the_raylet_in_what_the_run_printed():
     assert "killed by SIGKILL" in died_reason(-9, ["ValueError: boom"])
     assert "ValueError: boom" in died_reason(1, ["x", "ValueError: boom", "more"])
     assert "without reporting an error" in died_reason(1, [])
+
+
+def test_the_watch_notes_a_raylet_that_ends_under_a_running_run(tmp_path):
+    """Ray does not always print its raylet's death before it ends the driver; the supervisor's own
+    watch of the run's process tree must see it.  A copy of `sleep` named `raylet` stands in."""
+    import shutil
+    import signal
+    import time
+
+    from raypress.dag.supervisor import RayProcessWatch, _descendants
+
+    fake = tmp_path / "raylet"
+    shutil.copy(shutil.which("sleep"), fake)
+    run = subprocess.Popen(["sh", "-c", f"{fake} 30 & wait; sleep 30"])
+    try:
+        watch = RayProcessWatch(run.pid, interval=0.05)
+        watch.start()
+        deadline = time.time() + 10
+        while not watch.seen and time.time() < deadline:
+            time.sleep(0.05)
+        (raylet_pid,) = watch.seen
+        assert _descendants(run.pid)[raylet_pid] == "raylet"
+        os.kill(raylet_pid, signal.SIGKILL)
+        while not watch.deaths and time.time() < deadline:
+            time.sleep(0.05)
+        watch.stop()
+        assert died_reason(1, watch.deaths).startswith("the run process ended before finishing (exit code 1): "
+                                                       "Ray's raylet")
+    finally:
+        run.kill()
+        run.wait()
