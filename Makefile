@@ -1,4 +1,5 @@
-# `make demo`: set up .venv and run the quickstart pipeline.  `make test`: set up and run the suite.
+# `make demo`: set up .venv and run the quickstart pipeline.  `make test`: set up, check the import
+# layers (import-linter contracts in pyproject.toml) and run the suite.
 VENV    ?= .venv
 PYTHON  ?= python3
 PY      := $(VENV)/bin/python
@@ -21,6 +22,7 @@ demo: $(STAMP)
 	$(VENV)/bin/raypress run pipelines/quickstart.yaml
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 bench: $(STAMP)

@@ -37,7 +37,7 @@ from raypress.schema import alive_mask  # noqa: E402
 
 def baseline_parse_extract(warcs: list[Path]) -> tuple[list, float]:
     """(documents, seconds): WARC parse + HTML -> interleaved documents, one process."""
-    from raypress.operators.curation.documents import table_to_documents
+    from raypress.operators.shared.documents import table_to_documents
     from raypress.operators.curation.html_extract import HtmlToInterleaved
     from raypress.operators.io.warc import read_warc_file
 

@@ -99,7 +99,7 @@ def start_server(backend: str, model_dir: Path, max_batch: int, threads: int):
         return url, stop
     import torch
 
-    from raypress.serving.engine import Engine
+    from raypress.inference.engine import Engine
     from raypress.serving.openai_app import create_app
     from raypress.serving.uvicorn_thread import serve_in_thread
 

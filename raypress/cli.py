@@ -233,7 +233,8 @@ def submit(file: str = typer.Argument(..., help="pipeline YAML"),
 @app.command()
 def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameters")):
     """List every operator (kind, one-line doc), or one operator's parameters."""
-    from raypress.operators.registry import all_ops, did_you_mean, get_op
+    from raypress.operators.registry import all_ops, get_op
+    from raypress.suggest import did_you_mean
 
     if name is None:
         table = Table(title="operators")

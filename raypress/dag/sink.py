@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from raypress.dag.op_timing import flush_times, report_time
+from raypress.op_timing import SINK_CLASS_NAME, flush_times, report_time
 from raypress.operators.base import Writer
 from raypress.schema import (
     ID_COL,
@@ -101,3 +101,6 @@ def sum_tallies(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], int]:
         key = (r["node"], r["kind"], r["reason"])
         totals[key] = totals.get(key, 0) + int(r["n"])
     return totals
+
+
+assert SegmentSink.__name__ == SINK_CLASS_NAME, "op_timing finds the fused sink task by this name"

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from raypress.dag.yaml_lines import LocatedDoc, load_located, read_pipeline_text
+from raypress.suggest import did_you_mean
 
 TOP_KEYS = ("name", "description", "settings", "nodes", "process", "dataset_path", "export_path",
             "np", "project_name", "text_keys")
@@ -131,8 +132,6 @@ def spec_from_doc(doc: LocatedDoc, overrides=(), default_name: str = "pipeline")
                                 "(or a Data-Juicer `process:` list)"))
         return PipelineSpec(default_name, "", dict(Settings.DEFAULTS), [], doc, problems)
 
-    from raypress.operators.registry import did_you_mean
-
     for key in data:
         if key not in TOP_KEYS:
             problems.append(Problem(f, doc.line((key,)), f"unknown top-level key{did_you_mean(str(key), TOP_KEYS)}",
@@ -169,8 +168,6 @@ def spec_from_doc(doc: LocatedDoc, overrides=(), default_name: str = "pipeline")
 
 
 def _read_nodes(data: dict, doc: LocatedDoc, problems: list[Problem]) -> list[NodeSpec]:
-    from raypress.operators.registry import did_you_mean
-
     f = doc.file
     raw = data.get("nodes")
     if raw is None:
@@ -275,8 +272,6 @@ def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem]) -> lis
 
 def _override_targets(node_id: str, param: str, by_id: dict) -> list[str] | str:
     """The node ids `--set NODE.PARAM` applies to (``[]`` for `settings.KEY`), or why it applies to none."""
-    from raypress.operators.registry import did_you_mean
-
     if node_id == "settings" and node_id not in by_id:
         return [] if param in Settings.DEFAULTS else f"unknown setting{did_you_mean(param, Settings.DEFAULTS)}"
     if any(ch in node_id for ch in "*?["):  # a glob sets one param on every matching node

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from raypress.dag.spec import PipelineSpec, Problem, read_spec
 from raypress.dag.yaml_lines import PipelineFileError
 from raypress.operators.base import OpKind, Operator, Params
-from raypress.operators.registry import did_you_mean, get_op, known_names
+from raypress.operators.registry import OpUnavailable, get_op, known_names, missing_requirements
+from raypress.suggest import did_you_mean
 from raypress.schema import ArtifactType, ID_COL
 
 
@@ -83,7 +84,16 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
             continue
         seen_ids[ns.id] = spec.line(ns.path + ("id",))
         specs[ns.id] = ns
-        op_cls = get_op(ns.op) if ns.op else None
+        missing = missing_requirements(ns.op) if ns.op else {}
+        if missing:
+            problems.append(Problem(f, spec.line(ns.path + ("op",)) or line, _missing_text(ns.op, missing),
+                                    node=ns.id, key="op"))
+            continue
+        try:
+            op_cls = get_op(ns.op) if ns.op else None
+        except OpUnavailable as exc:
+            problems.append(Problem(f, spec.line(ns.path + ("op",)) or line, str(exc), node=ns.id, key="op"))
+            continue
         if op_cls is None:
             if ns.op:
                 problems.append(Problem(f, spec.line(ns.path + ("op",)) or line,
@@ -260,6 +270,13 @@ def _check_columns(nodes, order, specs, spec) -> list[Problem]:
         else:
             columns[nid] = None if written is None or node.op_cls.output != ArtifactType.DATASET else set(written)
     return problems
+
+
+def _missing_text(op: str, missing: dict[str, str]) -> str:
+    """"op X needs selectolax, TexSoup (not installed): pip install 'raypress[curation]'"."""
+    extras = ",".join(sorted(set(missing.values())))
+    return (f"op {op!r} needs {', '.join(sorted(missing))} (not installed here): "
+            f"pip install 'raypress[{extras}]'")
 
 
 def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: PipelineSpec) -> list[Problem]:

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Sequence, TypeVar, get_args
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,6 +44,16 @@ class Params(BaseModel):
     """Base of every op's parameter model: unknown keys are errors, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class TextParams(Params):
+    """Params of an op that reads one text column."""
+
+    text_key: str = Field(default="text", description="column holding the text")
+
+
+P = TypeVar("P", bound=Params)
+TP = TypeVar("TP", bound=TextParams)
 
 
 class Resources(BaseModel):
@@ -89,12 +99,21 @@ class RunContext:
         return p
 
 
-class Operator(ABC):
-    """Every operator: a name, a kind, typed params, declared columns/resources, artifact types."""
+class Operator(ABC, Generic[P]):
+    """Every operator: a name, a kind, typed params, declared columns/resources, artifact types.
+
+    An op declares its params one way, as the type argument: ``class WordsNum(TextFilter[WordsNumParams])``.
+    ``self.params`` is then typed as that model, and the class attribute ``Params`` (what validation
+    builds from the YAML's ``with:``) is set from it."""
 
     name: ClassVar[str] = ""
     kind: ClassVar[OpKind]
     Params: ClassVar[type[Params]] = Params
+    params: P
+    # Python packages the op needs beyond the core install (import name -> the raypress extra that
+    # installs it), declared in its `@register(name, requires={...})`; validation reads them from the
+    # source and reports a missing one with its pip line before anything runs
+    requires: ClassVar[dict[str, str]] = {}
     reads: ClassVar[tuple[str, ...]] = ()
     writes: ClassVar[tuple[str, ...]] = ()
     resources: ClassVar[Resources] = Resources()
@@ -111,7 +130,14 @@ class Operator(ABC):
     list_inputs: ClassVar[frozenset[str]] = frozenset()
     output: ClassVar[ArtifactType] = ArtifactType.DATASET
 
-    def __init__(self, params: Params, artifacts: dict[str, "Artifact"] | None = None):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            for arg in get_args(base):
+                if isinstance(arg, type) and issubclass(arg, Params):
+                    cls.Params = arg
+
+    def __init__(self, params: P, artifacts: dict[str, "Artifact"] | None = None):
         self.params = params
         self.artifacts = artifacts or {}
 
@@ -140,7 +166,7 @@ class Operator(ABC):
         return ()
 
 
-class Reader(Operator):
+class Reader(Operator[P]):
     """Files/URIs -> a Dataset; every row gets a stable string ``id``."""
 
     kind = OpKind.READER
@@ -152,7 +178,7 @@ class Reader(Operator):
         (see ``raypress.schema.with_tombstones``) with kind ``error``: they go to quarantine."""
 
 
-class Mapper(Operator):
+class Mapper(Operator[P]):
     """Arrow batch -> Arrow batch with the same rows (1:1), e.g. cleaning text."""
 
     kind = OpKind.MAPPER
@@ -161,20 +187,20 @@ class Mapper(Operator):
     def process_batch(self, table: pa.Table) -> pa.Table: ...
 
 
-class TextMapper(Mapper):
+class TextMapper(Mapper[TP]):
     """A Mapper that rewrites one text column row by row."""
 
     @abstractmethod
     def process_text(self, text: str) -> str: ...
 
     def process_batch(self, table: pa.Table) -> pa.Table:
-        key = self.params.text_key  # type: ignore[attr-defined]
+        key = self.params.text_key
         texts = table.column(key).to_pylist()
         out = [None if t is None else self.process_text(t) for t in texts]
         return table.set_column(table.schema.get_field_index(key), key, pa.array(out, pa.string()))
 
 
-class Filter(Operator):
+class Filter(Operator[P]):
     """Compute stats into the ``stats`` struct column, then keep or drop each row with a reason.
 
     The two halves are separate so that the same op can run in a stats-only (analyze) mode."""
@@ -194,7 +220,7 @@ class Filter(Operator):
         return ("stats",)
 
 
-class TextFilter(Filter):
+class TextFilter(Filter[TP]):
     """A Filter whose stats come from one text column, one row at a time."""
 
     @abstractmethod
@@ -205,7 +231,7 @@ class TextFilter(Filter):
         """None to keep the row, else the drop reason."""
 
     def compute_stats(self, table: pa.Table) -> dict[str, Sequence[Any]]:
-        key = self.params.text_key  # type: ignore[attr-defined]
+        key = self.params.text_key
         rows = [self.text_stats(t if t is not None else "") for t in table.column(key).to_pylist()]
         return {name: [r[name] for r in rows] for name in self.stat_names}
 
@@ -224,7 +250,7 @@ def range_reason(value: float, stat: str, lo: float | None, hi: float | None) ->
     return None
 
 
-class Deduplicator(Operator):
+class Deduplicator(Operator[P]):
     """Global: sees the whole Dataset; duplicates leave as tombstones naming the kept twin's id."""
 
     kind = OpKind.DEDUPLICATOR
@@ -234,7 +260,7 @@ class Deduplicator(Operator):
     def apply(self, ds: "ray.data.Dataset", ctx: RunContext) -> "ray.data.Dataset": ...
 
 
-class Aggregator(Operator):
+class Aggregator(Operator[P]):
     """Global: the whole Dataset -> a Dataset or a Report (counts, histograms, statistics)."""
 
     kind = OpKind.AGGREGATOR
@@ -244,7 +270,7 @@ class Aggregator(Operator):
     def apply(self, ds: "ray.data.Dataset", ctx: RunContext) -> "Artifact": ...
 
 
-class Stage(Operator):
+class Stage(Operator[P]):
     """Non-streaming: artifacts in, an artifact out (training, evaluation, search, benchmarks)."""
 
     kind = OpKind.STAGE
@@ -263,18 +289,21 @@ class WriterParams(Params):
                             "and nothing is deleted)")
 
 
-class Writer(Operator):
+WP = TypeVar("WP", bound=WriterParams)
+
+
+class Writer(Operator[WP]):
     """Dataset -> files.  ``write_batch`` runs once per batch on workers, into a staging folder;
     ``finalize`` once on the driver, turning the staged parts into the final layout there; the
     runner then commits the staging folder to the destination (see ``raypress.dag.destination``)."""
 
     kind = OpKind.WRITER
     writes = ()
-    Params: ClassVar[type[Params]] = WriterParams
+    Params: ClassVar[type[Params]] = WriterParams  # until a writer names its own (Writer[XParams])
 
     def destination(self, ctx: RunContext | None = None) -> str:
         """The final path: a folder, or one file when ``single_file()``."""
-        return str(self.params.path)  # type: ignore[attr-defined]
+        return str(self.params.path)
 
     def single_file(self) -> bool:
         """True when ``path`` names one file (e.g. ``out.jsonl``) rather than a folder of parts."""

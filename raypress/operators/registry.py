@@ -5,9 +5,10 @@ asked for, so validating a text pipeline never pays for importing torch."""
 
 from __future__ import annotations
 
-import difflib
+import ast
+import functools
 import importlib
-import pkgutil
+import importlib.util
 import re
 from pathlib import Path
 from typing import TypeVar
@@ -19,33 +20,47 @@ _LOADED = False
 T = TypeVar("T", bound=type[Operator])
 
 
-def register(name: str):
-    """Class decorator: make an operator available to pipelines under ``name``."""
+def register(name: str, requires: dict[str, str] | None = None):
+    """Class decorator: make an operator available to pipelines under ``name``.
+
+    ``requires`` names the Python packages the op needs beyond the core install, by import name ->
+    the raypress extra that installs it (``{"selectolax": "curation"}``).  Written as a literal in the
+    decorator so that validation reads it from the source, without importing the op's module (which
+    may import those very packages)."""
 
     def wrap(cls: T) -> T:
         if name in _REGISTRY and _REGISTRY[name] is not cls:
             raise ValueError(f"operator {name!r} registered twice ({_REGISTRY[name]} and {cls})")
         cls.name = name
+        cls.requires = dict(requires or {})
         _REGISTRY[name] = cls
         return cls
 
     return wrap
 
 
+class OpUnavailable(Exception):
+    """An op's module cannot be imported here: a package it needs is not installed."""
+
+    def __init__(self, op: str, package: str | None):
+        self.op, self.package = op, package
+        super().__init__(f"op {op!r} cannot load: it needs the Python package {package!r}, which is not "
+                         "installed (and the op does not declare it: a bug in raypress, please report it)")
+
+
 def load_all() -> None:
-    """Import every module under ``raypress.operators`` so their ``@register`` calls run."""
+    """Import every module that registers an op so their ``@register`` calls run."""
     global _LOADED
     if _LOADED:
         return
-    import raypress.operators as pkg
-
-    for mod in pkgutil.walk_packages(pkg.__path__, prefix=pkg.__name__ + "."):
-        if mod.name.rsplit(".", 1)[-1] in ("base", "registry"):
-            continue
-        importlib.import_module(mod.name)
+    for module in sorted(set(_index().values())):
+        importlib.import_module(module)
     _LOADED = True
 
 
+# Where ops are defined: the operator domains, and serving for the stages that deploy a Serve app
+# (``serve_llm``): those are Serve glue, and operators never import serving (see DESIGN.md §1).
+OP_PACKAGES = ("raypress.operators", "raypress.serving")
 _REGISTER_CALL = re.compile(r"""@register\(\s*["']([^"']+)["']""")
 _INDEX: dict[str, str] | None = None
 
@@ -54,23 +69,60 @@ def _index() -> dict[str, str]:
     """op name -> module that registers it, read from the sources without importing them."""
     global _INDEX
     if _INDEX is None:
-        import raypress.operators as pkg
-
-        root = Path(pkg.__path__[0])
         index: dict[str, str] = {}
-        for path in sorted(root.rglob("*.py")):
-            if path.name in ("base.py", "registry.py"):
-                continue
-            module = ".".join((pkg.__name__, *path.relative_to(root).with_suffix("").parts))
-            for name in _REGISTER_CALL.findall(path.read_text(encoding="utf-8")):
-                index.setdefault(name, module)
+        for package in OP_PACKAGES:
+            root = Path(importlib.import_module(package).__path__[0])
+            for path in sorted(root.rglob("*.py")):
+                if path.name in ("base.py", "registry.py"):
+                    continue
+                module = ".".join((package, *path.relative_to(root).with_suffix("").parts))
+                for name in _REGISTER_CALL.findall(path.read_text(encoding="utf-8")):
+                    index.setdefault(name, module)
         _INDEX = index
     return _INDEX
 
 
+def requirements(name: str) -> dict[str, str]:
+    """The packages op ``name`` declares (import name -> extra), read from its ``@register`` call in
+    the source: nothing is imported."""
+    module = _index().get(name)
+    if module is None:
+        return {}
+    for node in ast.walk(_module_ast(module)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for deco in node.decorator_list:
+            if (isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "register" and deco.args
+                    and isinstance(deco.args[0], ast.Constant) and deco.args[0].value == name):
+                for kw in deco.keywords:
+                    if kw.arg == "requires":
+                        return dict(ast.literal_eval(kw.value))
+    return {}
+
+
+def missing_requirements(name: str) -> dict[str, str]:
+    """The declared packages of op ``name`` that this Python cannot import (import name -> extra)."""
+    return {mod: extra for mod, extra in requirements(name).items()
+            if importlib.util.find_spec(mod.split(".")[0]) is None}
+
+
+@functools.lru_cache(maxsize=None)
+def _module_ast(module: str) -> ast.Module:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None, module
+    return ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+
+
 def get_op(name: str) -> type[Operator] | None:
+    """The op's class, importing its module on first use.  Raises OpUnavailable when the module
+    needs a package that is not installed."""
     if name not in _REGISTRY and name in _index():
-        importlib.import_module(_index()[name])
+        try:
+            importlib.import_module(_index()[name])
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] in ("raypress",):
+                raise
+            raise OpUnavailable(name, exc.name) from None
     if name not in _REGISTRY and not _LOADED and name not in _index():
         return None
     return _REGISTRY.get(name)
@@ -85,16 +137,3 @@ def all_ops() -> dict[str, type[Operator]]:
     load_all()
     return dict(sorted(_REGISTRY.items()))
 
-
-SUGGEST_FROM_AT_MOST = 1000  # names; past that a suggestion per problem would make validation quadratic
-
-
-def did_you_mean(word: str, choices) -> str:
-    """A close name, when there are few enough names to compare against (a generated pipeline with
-    thousands of nodes and as many bad references must not take minutes to report)."""
-    if not hasattr(choices, "__len__"):
-        choices = list(choices)
-    if len(choices) > SUGGEST_FROM_AT_MOST:
-        return ""
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""

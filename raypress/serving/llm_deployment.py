@@ -88,7 +88,7 @@ def _make_deployment() -> Any:
         def __init__(self, args: dict[str, Any]) -> None:
             import torch
 
-            from raypress.serving.engine import Engine
+            from raypress.inference.engine import Engine
             from raypress.serving.llm_metrics import EngineMetrics
 
             self.args = LLMAppArgs.model_validate(args)

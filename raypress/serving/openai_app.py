@@ -43,7 +43,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raypress.serving import openai_protocol as oa
-from raypress.serving.engine import (
+from raypress.inference.engine import (
     Completion,
     Engine,
     EngineStopped,
@@ -54,7 +54,7 @@ from raypress.serving.engine import (
     RequestHandle,
 )
 from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES, limit_request_body, retry_after
-from raypress.serving.sampling import SamplingParams
+from raypress.inference.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/health", "/docs", "/openapi.json"})

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from raypress.serving.sampling import SamplingParams
+from raypress.inference.sampling import SamplingParams
 
 MAX_CHOICES = 8  # n × prompts a single request may ask for
 MAX_TOKENIZE_PROMPTS = 4096  # prompts one tokenize request may count

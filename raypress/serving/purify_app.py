@@ -45,7 +45,7 @@ from starlette.concurrency import run_in_threadpool
 
 from raypress.models.bridge_unet import load_bridge
 from raypress.models.ddbm import VEBridge, sampler_nfe
-from raypress.operators.purification.images import decode_image, encode_png, from_float, to_float
+from raypress.image_codecs import decode_image, encode_png, from_float, to_float
 from raypress.serving.http_limits import PURIFY_MAX_REQUEST_BYTES, serve_backpressure
 from raypress.serving.openai_app import APIError, install_guards, validation_error
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from raypress.operators.base import RunContext
-from raypress.operators.curation.documents import Document, documents_to_table
+from raypress.operators.shared.documents import Document, documents_to_table
 from raypress.operators.dedup.bff import BffDedup, BffParams, bff_documents, hash_documents
 from raypress.operators.dedup.bloom import BloomFilter, optimal_num_bits, optimal_num_hashes
 from raypress.operators.dedup.image_hash import (

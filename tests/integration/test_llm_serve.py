@@ -19,7 +19,7 @@ httpx = pytest.importorskip("httpx")
 
 from raypress.artifacts import ModelArtifact  # noqa: E402
 from raypress.operators.base import RunContext  # noqa: E402
-from raypress.operators.moe.serve_llm import ServeLLM, ServeLLMParams  # noqa: E402
+from raypress.serving.serve_llm import ServeLLM, ServeLLMParams  # noqa: E402
 from raypress.serving.uvicorn_thread import free_port  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

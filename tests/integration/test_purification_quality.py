@@ -9,7 +9,7 @@ import pytest
 
 from raypress.artifacts import DatasetArtifact
 from raypress.operators.base import RunContext
-from raypress.operators.purification.images import encode_png
+from raypress.image_codecs import encode_png
 from raypress.operators.purification.quality_stage import PurificationQuality
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ import pytest
 from raypress.artifacts import DatasetArtifact, ModelArtifact
 from raypress.models.bridge_unet import KIND, load_bridge
 from raypress.operators.base import RunContext
-from raypress.operators.purification.images import decode_image, encode_png
+from raypress.image_codecs import decode_image, encode_png
 from raypress.operators.purification.metrics import mean_psnr
 from raypress.operators.purification.purify_op import Purify
 from raypress.operators.purification.train_bridge import TrainBridge

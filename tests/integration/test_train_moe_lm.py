@@ -18,7 +18,8 @@ from raypress.models.bpe_tokenizer import load_tokenizer
 from raypress.models.moe import MoEForCausalLM
 from raypress.models.moe_checkpoint import load_moe
 from raypress.operators.base import RunContext
-from raypress.operators.moe.train_lm import KIND, TrainMoELM, generate
+from raypress.operators.moe.train_moe_lm import TrainMoELM
+from raypress.operators.shared.moe_lm_training import KIND, generate
 from raypress.operators.registry import get_op
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from raypress.artifacts import DatasetArtifact
 from raypress.operators.curation.attach_images import AttachImages, ImageFolder, ImageIndex, url_key
-from raypress.operators.curation.documents import Document, documents_to_table, table_to_documents
+from raypress.operators.shared.documents import Document, documents_to_table, table_to_documents
 from raypress.operators.curation.image_info import UnreadableImage, image_info, read_image_info
 from raypress.operators.registry import get_op
 from raypress.schema import ArtifactType

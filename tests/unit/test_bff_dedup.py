@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from raypress.operators.curation.documents import Document
+from raypress.operators.shared.documents import Document
 from raypress.operators.dedup.bff import (
     BffParams,
     BffVerdict,

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from raypress.artifacts import DatasetArtifact, ModelArtifact, ReportArtifact
-from raypress.models.cap_metrics import exact_match, normalise_answer
-from raypress.models.moe_cap import cost_per_million_tokens
+from raypress.operators.moe.cap.metrics import exact_match, normalise_answer
+from raypress.operators.moe.cap.accounting import cost_per_million_tokens
 from raypress.operators.base import RunContext
 from raypress.operators.moe.cap_benchmark import (
     CapBenchmarkParams,
@@ -51,8 +51,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def rows(model_dir: Path) -> list[dict[str, Any]]:
     """Answers: row 0's is the model's own greedy completion (a hit), the others cannot match."""
-    from raypress.serving.engine import Engine
-    from raypress.serving.sampling import SamplingParams
+    from raypress.inference.engine import Engine
+    from raypress.inference.sampling import SamplingParams
 
     engine = Engine.from_pretrained(model_dir)
     params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0)
@@ -142,7 +142,7 @@ def test_http_benchmark_with_bearer_token(
 ) -> None:
     openai_app = pytest.importorskip("raypress.serving.openai_app")
     pytest.importorskip("httpx")
-    from raypress.serving.engine import Engine
+    from raypress.inference.engine import Engine
     from raypress.serving.uvicorn_thread import serve_in_thread
 
     engine = Engine.from_pretrained(model_dir, max_batch_size=3)

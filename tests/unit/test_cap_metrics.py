@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import pytest
 
-from raypress.models.cap_metrics import (
+from raypress.operators.moe.cap.metrics import (
     distribution,
     exact_match,
     latency_summary,
@@ -16,9 +16,9 @@ from raypress.models.cap_metrics import (
     phase_passes,
     tpot,
 )
-from raypress.models.hardware import Hardware
+from raypress.operators.moe.cap.hardware import Hardware
 from raypress.models.moe_config import MoEConfig
-from raypress.serving.engine import StepRecord
+from raypress.inference.engine import StepRecord
 
 # V=10, H=4, I=6, L=2, 2 query heads, 1 KV head, head_dim 2, E=4, top-2 (as in test_moe_cap).
 # Per layer: attention 48, router 16, norms 8 -> dense 72; one expert 3*4*6 = 72.

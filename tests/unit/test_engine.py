@@ -14,7 +14,7 @@ import torch
 from moe_fixtures import tiny_config
 from raypress.models.moe import MoEForCausalLM
 from raypress.models.moe_config import MoEConfig
-from raypress.serving.engine import (
+from raypress.inference.engine import (
     Engine,
     EngineStopped,
     GenerationEvent,
@@ -24,7 +24,7 @@ from raypress.serving.engine import (
     StepRecord,
     TextStream,
 )
-from raypress.serving.sampling import SamplingParams
+from raypress.inference.sampling import SamplingParams
 
 CONFIG = tiny_config(vocab_size=96, eos_token_id=None)
 EOS = 95

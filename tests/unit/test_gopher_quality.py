@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from raypress.operators.base import OpKind
-from raypress.operators.curation.documents import Document, documents_to_table
+from raypress.operators.shared.documents import Document, documents_to_table
 from raypress.operators.curation.gopher_quality import GopherQualityFilter, GopherQualityParams
 from raypress.operators.curation.gopher_rules import (
     STAT_NAMES,

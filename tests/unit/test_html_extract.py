@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from raypress.operators.curation.documents import DOCUMENT_COLUMNS, table_to_documents
+from raypress.operators.shared.documents import DOCUMENT_COLUMNS, table_to_documents
 from raypress.operators.curation.html_extract import HtmlToInterleaved, html_document, html_parts, image_url
 from raypress.operators.registry import get_op
 

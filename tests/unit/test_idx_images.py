@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from raypress.operators.io import idx_images as idx
 from raypress.operators.io.idx_images import IdxImages, idx_count, read_idx, read_slice_tables, rows_table
 from raypress.operators.io.image_folder import ImageFolder, list_image_folder, read_image_files
-from raypress.operators.purification.images import decode_image
+from raypress.image_codecs import decode_image
 from raypress.operators.registry import get_op
 from raypress.schema import DETAIL_COL, NODE_COL, REASON_COL, alive_mask
 

@@ -32,7 +32,7 @@ from raypress.operators.purification.classifier_stages import (  # noqa: E402
     seeds_of,
     train_one,
 )
-from raypress.operators.purification.images import encode_png  # noqa: E402
+from raypress.image_codecs import encode_png  # noqa: E402
 from raypress.schema import KIND_COL, NODE_COL, REASON_COL, STATS_COL  # noqa: E402
 
 

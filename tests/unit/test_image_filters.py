@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from raypress.operators.curation.documents import Document, documents_to_table, table_to_documents
+from raypress.operators.shared.documents import Document, documents_to_table, table_to_documents
 from raypress.operators.curation.image_filters import (
     ImageCountFilter,
     ImageSizeFilter,

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from raypress.operators.curation.documents import Document, documents_to_table
+from raypress.operators.shared.documents import Document, documents_to_table
 from raypress.operators.curation.language_filter import SCORE_STAT, TOP_STAT, LanguageIdFilter
 from raypress.operators.registry import get_op
 

@@ -7,6 +7,7 @@ import io
 import pyarrow as pa
 import pytest
 
+from raypress.operators.shared.latex_source import strip_comments
 from raypress.operators.curation.latex_extract import (
     LatexToInterleaved,
     clean_latex,
@@ -15,7 +16,6 @@ from raypress.operators.curation.latex_extract import (
     normalise_text,
     resolve_conditionals,
     resolve_figure,
-    strip_comments,
     strip_definitions,
 )
 from raypress.operators.io.arxiv import FILE_TYPE

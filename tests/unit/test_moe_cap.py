@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from raypress.models.cap_radar import cap_radar, normalise
-from raypress.models.hardware import HARDWARE, Hardware, get_hardware, gpu_entry, measure_cpu
-from raypress.models.moe_cap import (
+from raypress.operators.moe.cap.radar import cap_radar, normalise
+from raypress.operators.moe.cap.hardware import HARDWARE, Hardware, get_hardware, gpu_entry, measure_cpu
+from raypress.operators.moe.cap.accounting import (
     SeqPass,
     attention_pairs,
     bytes_per_element,

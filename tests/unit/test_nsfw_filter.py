@@ -11,7 +11,7 @@ import pytest
 from PIL import Image, ImageDraw
 from pydantic import ValidationError
 
-from raypress.operators.curation.documents import Document, documents_to_table
+from raypress.operators.shared.documents import Document, documents_to_table
 from raypress.operators.curation.nsfw_filter import NsfwImageFilter, decode_bgr
 from raypress.operators.registry import get_op
 

@@ -15,7 +15,7 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
-from raypress.serving.engine import Engine  # noqa: E402
+from raypress.inference.engine import Engine  # noqa: E402
 from raypress.serving.openai_app import create_app  # noqa: E402
 from raypress.serving.uvicorn_thread import serve_in_thread  # noqa: E402
 

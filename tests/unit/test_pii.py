@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from raypress.operators.curation.documents import Document, documents_to_table, table_to_documents
+from raypress.operators.shared.documents import Document, documents_to_table, table_to_documents
 from raypress.operators.curation.pii import PiiMapper
 from raypress.operators.registry import get_op
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
 from raypress.operators.purification import protections as P  # noqa: E402
-from raypress.operators.purification.images import (  # noqa: E402
+from raypress.image_codecs import (  # noqa: E402
     decode_image,
     decode_images,
     encode_png,

@@ -20,7 +20,7 @@ from PIL import Image
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from raypress.operators.io._files import compression_of, open_maybe_compressed
+from raypress.operators.shared.files import compression_of, open_maybe_compressed
 from raypress.operators.io.arxiv import read_source
 from raypress.operators.io.idx_images import read_idx
 from raypress.operators.io.image_folder import read_image_files

@@ -79,7 +79,7 @@ def test_a_hung_actor_call_times_out_as_a_failed_completion():
 
 def test_openai_policy_against_a_real_server_and_a_dead_one(tmp_path):
     pytest.importorskip("uvicorn")
-    from raypress.serving.engine import Engine
+    from raypress.inference.engine import Engine
     from raypress.serving.openai_app import create_app
     from raypress.serving.uvicorn_thread import free_port, serve_in_thread
 

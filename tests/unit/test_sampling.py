@@ -8,7 +8,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from raypress.serving.sampling import SamplingParams, sample, top_k_filter, top_p_filter
+from raypress.inference.sampling import SamplingParams, sample, top_k_filter, top_p_filter
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -19,7 +19,7 @@ pytest.importorskip("uvicorn")
 from fastapi.testclient import TestClient  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from raypress.serving.engine import Engine  # noqa: E402
+from raypress.inference.engine import Engine  # noqa: E402
 from raypress.serving.http_limits import RETRY_AFTER_S  # noqa: E402
 from raypress.serving.openai_app import create_app  # noqa: E402
 from raypress.serving.uvicorn_thread import serve_in_thread  # noqa: E402
@@ -187,7 +187,7 @@ def test_purify_and_reason_apps_enforce_their_limits(tmp_path):
 
 def test_queue_full_and_shutting_down_503s_carry_retry_after():
     """(A real full queue answering 503 with the header: tests/unit/test_openai_app.py.)"""
-    from raypress.serving.engine import EngineStopped, QueueFull
+    from raypress.inference.engine import EngineStopped, QueueFull
     from raypress.serving.openai_app import APIError, _engine_error
 
     for error in (QueueFull("8 waiting"), EngineStopped("stopping")):

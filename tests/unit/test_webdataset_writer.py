@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tarfile
 
-from raypress.operators.curation.documents import Document, documents_to_table
+from raypress.operators.shared.documents import Document, documents_to_table
 from raypress.operators.io.webdataset import WriteWebDataset, sample_key
 
 

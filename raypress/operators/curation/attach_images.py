@@ -31,7 +31,7 @@ from pydantic import Field, model_validator
 
 from raypress.artifacts import Artifact, DatasetArtifact
 from raypress.operators.base import Mapper, Params
-from raypress.operators.curation.documents import TEXT_SEPARATOR, Document, replace_documents, table_to_documents
+from raypress.operators.shared.documents import TEXT_SEPARATOR, Document, replace_documents, table_to_documents
 from raypress.operators.curation.image_info import image_info
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType

@@ -12,7 +12,7 @@ import pyarrow as pa
 from pydantic import Field, NonNegativeInt
 
 from raypress.operators.base import Filter, Params, range_reason
-from raypress.operators.curation.documents import document_text
+from raypress.operators.shared.documents import document_text
 from raypress.operators.curation.gopher_rules import (
     DCLM_LINE_SUBSTRINGS,
     STAT_NAMES,

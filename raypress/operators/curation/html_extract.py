@@ -27,7 +27,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Mapper, Params
-from raypress.operators.curation.documents import DOCUMENT_COLUMNS, Document, documents_to_table
+from raypress.operators.shared.documents import DOCUMENT_COLUMNS, Document, documents_to_table
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
 from raypress.operators.base import Filter, Mapper, Params, range_reason
-from raypress.operators.curation.documents import CONTENT_COLUMNS, replace_documents, table_to_documents
+from raypress.operators.shared.documents import CONTENT_COLUMNS, replace_documents, table_to_documents
 from raypress.operators.curation.image_info import ImageInfo, image_info
 from raypress.operators.registry import register
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 from pydantic import Field, field_validator
 
 from raypress.operators.base import Filter, Params
-from raypress.operators.curation.documents import document_text
+from raypress.operators.shared.documents import document_text
 from raypress.operators.registry import register
 
 SCORE_STAT = "language_id_whole_page_fasttext"

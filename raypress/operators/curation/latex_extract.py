@@ -49,13 +49,13 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Mapper, Params
-from raypress.operators.curation.documents import DOCUMENT_COLUMNS, Document, documents_to_table
+from raypress.operators.shared.documents import DOCUMENT_COLUMNS, Document, documents_to_table
 from raypress.operators.curation.image_info import UnreadableImage, read_image_info, sha256_hex
 from raypress.operators.registry import register
+from raypress.operators.shared.latex_source import FIGURE_EXTENSIONS, strip_comments
 from raypress.schema import ID_COL
 
 SOURCE = "arxiv"
-FIGURE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".pdf", ".eps")  # tried in this order
 EXTRA_COLUMNS = ("figures_unresolved", "figures_unreadable", "latex_parser")
 SOURCE_COLUMNS = ("tex", "files")  # the whole source: dropped after extraction unless kept
 
@@ -196,22 +196,6 @@ def read_args(text: str, pos: int, max_args: int = 9, max_braces: int = 9) -> tu
 
 
 # -- pre-stripping -------------------------------------------------------------------------------
-
-# A ``%`` after an even number of backslashes (``\%`` is a percent sign, ``\\%`` a line break and
-# a comment).  The comment eats its line end and the next line's indentation, as in TeX, unless the
-# next line is blank: that blank line is a paragraph break and must stay one.
-_COMMENT = re.compile(r"(?<!\\)((?:\\\\)*)%[^\n]*(?:\n[ \t]*+(?!\n))?")
-
-
-def strip_comments(text: str) -> str:
-    return _COMMENT.sub(r"\1", text)
-
-
-def comment_start(line: str) -> int:
-    """Index of the ``%`` that starts a comment in ``line``, -1 when there is none."""
-    m = re.search(r"(?<!\\)(?:\\\\)*%", line)
-    return -1 if m is None else m.end() - 1
-
 
 _ENV_TOKEN = re.compile(r"\\(begin|end)\s*\{\s*([^{}\s]+)\s*\}")
 

@@ -40,8 +40,8 @@ import pyarrow as pa
 from pydantic import Field, field_validator
 
 from raypress.operators.base import Mapper, Params
-from raypress.operators.curation.documents import DOCUMENT_COLUMNS, TEXT_SEPARATOR, Document, documents_to_table
-from raypress.operators.io.pdf import import_pymupdf
+from raypress.operators.shared.documents import DOCUMENT_COLUMNS, TEXT_SEPARATOR, Document, documents_to_table
+from raypress.operators.shared.pymupdf import import_pymupdf
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 

@@ -78,7 +78,7 @@ import xxhash
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Deduplicator, Params, RunContext, json_detail
-from raypress.operators.curation.documents import CONTENT_COLUMNS, DOCUMENT_COLUMNS, Document, table_to_documents
+from raypress.operators.shared.documents import CONTENT_COLUMNS, DOCUMENT_COLUMNS, Document, table_to_documents
 from raypress.operators.dedup.bloom import (
     BitFilter,
     bloom_positions,

@@ -29,7 +29,7 @@ import xxhash
 from pydantic import Field
 
 from raypress.operators.base import Deduplicator, Params, RunContext
-from raypress.operators.curation.documents import CONTENT_COLUMNS, DOCUMENT_COLUMNS, Document, table_to_documents
+from raypress.operators.shared.documents import CONTENT_COLUMNS, DOCUMENT_COLUMNS, Document, table_to_documents
 from raypress.operators.registry import register
 from raypress.schema import alive_mask
 

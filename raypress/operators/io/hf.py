@@ -23,8 +23,8 @@ from pydantic import Field, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext, Writer, WriterParams
 from raypress.operators.io._atomic import part_path
-from raypress.operators.io._files import map_items
-from raypress.operators.io._rows import with_row_ids
+from raypress.operators.shared.files import map_items
+from raypress.operators.shared.rows import with_row_ids
 from raypress.operators.io.parquet import write_parquet_part
 from raypress.operators.registry import register
 from raypress.schema import ID_COL

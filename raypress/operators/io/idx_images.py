@@ -5,7 +5,7 @@ numpy parses it directly.  Gzip/bzip2/xz compression is recognised by content, n
 browser that un-gzips a download keeps its ``.gz``).  The driver reads only the two headers (to
 check them and to plan the split); each read task then seeks to its own slice, so disjoint
 ``offset``/``limit`` windows and large files cost only what they read.  Images leave as PNG
-bytes, the column convention every image op shares (``raypress.operators.purification.images``).
+bytes, the column convention every image op shares (``raypress.image_codecs``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io._files import compression_of, map_items, open_maybe_compressed
-from raypress.operators.io._rows import combine
+from raypress.operators.shared.files import compression_of, map_items, open_maybe_compressed
+from raypress.operators.shared.rows import combine
 from raypress.operators.io.sniff import describe
-from raypress.operators.purification.images import encode_png
+from raypress.image_codecs import encode_png
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 

@@ -20,9 +20,9 @@ from pydantic import Field
 
 from raypress.operators.base import Params, Reader, RunContext, Writer, WriterParams
 from raypress.operators.io._atomic import atomic_path, part_path
-from raypress.operators.io._files import Globs, expand_globs, map_files, open_maybe_compressed
+from raypress.operators.shared.files import Globs, expand_globs, map_files, open_maybe_compressed
 from raypress.operators.io.single_file import is_file_path, join_jsonl, joined_path
-from raypress.operators.io._rows import combine, ids_from_column, preview, put_ids, records_to_table, tombstones
+from raypress.operators.shared.rows import combine, ids_from_column, preview, put_ids, records_to_table, tombstones
 from raypress.operators.registry import register
 
 CHUNK_LINES = 10_000  # lines per output table: bounded memory per worker, blocks of sensible size

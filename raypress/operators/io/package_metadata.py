@@ -16,8 +16,8 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io._files import Globs, expand_globs, map_files
-from raypress.operators.io._rows import combine
+from raypress.operators.shared.files import Globs, expand_globs, map_files
+from raypress.operators.shared.rows import combine
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, TombstoneKind, with_tombstones
 

@@ -12,8 +12,8 @@ from pydantic import Field
 from raypress.operators.base import Params, Reader, RunContext, Writer, WriterParams
 from raypress.operators.io.single_file import is_file_path, join_parquet, joined_path
 from raypress.operators.io._atomic import atomic_path, part_path
-from raypress.operators.io._files import Globs, expand_globs, map_files
-from raypress.operators.io._rows import with_row_ids
+from raypress.operators.shared.files import Globs, expand_globs, map_files
+from raypress.operators.shared.rows import with_row_ids
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 

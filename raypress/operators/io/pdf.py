@@ -19,10 +19,11 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Params, Reader, RunContext, json_detail
-from raypress.operators.io._files import Globs, expand_globs, map_files
-from raypress.operators.io._rows import combine
+from raypress.operators.shared.files import Globs, expand_globs, map_files
+from raypress.operators.shared.rows import combine
 from raypress.operators.io.sniff import HEAD_BYTES, describe
 from raypress.operators.registry import register
+from raypress.operators.shared.pymupdf import import_pymupdf
 from raypress.schema import ID_COL, TombstoneKind, with_tombstones
 
 COLUMNS = (ID_COL, "path", "pdf_bytes", "n_pages", "file_bytes")
@@ -40,15 +41,6 @@ ROW_SCHEMA = pa.schema(
         ("file_bytes", pa.int64()),
     ]
 )
-
-
-def import_pymupdf() -> Any:
-    """PyMuPDF, imported on use: it is an optional dependency (the ``curation`` extra)."""
-    try:
-        import pymupdf
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("PDF ops need PyMuPDF: pip install 'raypress[curation]'") from exc
-    return pymupdf
 
 
 @register("read_pdf")

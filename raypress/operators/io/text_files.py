@@ -10,8 +10,8 @@ import pyarrow as pa
 from pydantic import Field, field_validator
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io._files import Globs, expand_globs, map_files, open_maybe_compressed
-from raypress.operators.io._rows import combine
+from raypress.operators.shared.files import Globs, expand_globs, map_files, open_maybe_compressed
+from raypress.operators.shared.rows import combine
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, TombstoneKind, with_tombstones
 

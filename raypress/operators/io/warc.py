@@ -34,7 +34,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io._files import Globs, expand_globs, map_files
+from raypress.operators.shared.files import Globs, expand_globs, map_files
 from raypress.operators.io.sniff import HEAD_BYTES, describe
 from raypress.operators.registry import register
 from raypress.schema import DETAIL_COL, ID_COL, KIND_COL, NODE_COL, REASON_COL, TombstoneKind

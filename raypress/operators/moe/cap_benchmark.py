@@ -36,10 +36,10 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar
 from pydantic import Field, PositiveInt
 
 from raypress.artifacts import Artifact, ReportArtifact
-from raypress.models.cap_metrics import answer_match, latency_summary, normalise_answer, pass_utilisation, tpot
-from raypress.models.cap_radar import cap_radar
-from raypress.models.hardware import Hardware, get_hardware, with_costs
-from raypress.models.moe_cap import cost_per_million_tokens, param_counts
+from raypress.operators.moe.cap.metrics import answer_match, latency_summary, normalise_answer, pass_utilisation, tpot
+from raypress.operators.moe.cap.radar import cap_radar
+from raypress.operators.moe.cap.hardware import Hardware, get_hardware, with_costs
+from raypress.operators.moe.cap.accounting import cost_per_million_tokens, param_counts
 from raypress.models.moe_config import MoEConfig
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
@@ -115,7 +115,7 @@ class InProcessTarget:
     """An ``Engine`` over a Model directory in this process; every step is kept (no history bound)."""
 
     def __init__(self, model_dir: str | Path, max_batch_size: int = 8, device: str = "cpu", **engine_kwargs: Any):
-        from raypress.serving.engine import Engine
+        from raypress.inference.engine import Engine
 
         self.model_dir = Path(model_dir)
         self._records: list[Any] = []
@@ -130,7 +130,7 @@ class InProcessTarget:
         self.engine.start()
 
     async def complete(self, prompt: str, max_tokens: int, temperature: float) -> CompletionResult:
-        from raypress.serving.sampling import SamplingParams
+        from raypress.inference.sampling import SamplingParams
 
         params = SamplingParams(max_tokens=max_tokens, temperature=temperature)
         start = time.perf_counter()

@@ -19,7 +19,7 @@ from PIL import Image, ImageFilter
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Mapper, Params
-from raypress.operators.purification.images import decode_image, encode_png
+from raypress.image_codecs import decode_image, encode_png
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 

@@ -58,9 +58,9 @@ from raypress.models.image_classifier import (
     write_classifier_set,
 )
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.purification.images import decode_image
+from raypress.image_codecs import decode_image
 from raypress.operators.registry import register
-from raypress.operators.train_storage import checkpoint_folder
+from raypress.operators.shared.train_storage import checkpoint_folder
 from raypress.schema import ID_COL, ArtifactType
 
 
@@ -321,7 +321,7 @@ class TrainClassifier(Stage):
         os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is first imported
         import ray
 
-        from raypress.operators.train_storage import fit_with_progress
+        from raypress.operators.shared.train_storage import fit_with_progress
 
         p: TrainClassifierParams = self.params  # type: ignore[assignment]
         start = time.perf_counter()

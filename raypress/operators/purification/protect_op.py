@@ -23,8 +23,8 @@ from pydantic import Field, model_validator
 
 from raypress.artifacts import Artifact, DatasetArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.io._rows import combine, tombstones
-from raypress.operators.purification.images import decode_image, encode_pngs
+from raypress.operators.shared.rows import combine, tombstones
+from raypress.image_codecs import decode_image, encode_pngs
 from raypress.operators.purification.protections import Method, measure_budget, method_params, protect_images
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, ArtifactType

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from raypress.operators.purification.images import to_float
+from raypress.image_codecs import to_float
 
 Method = Literal["classwise", "lsp", "ar", "ops", "em"]
 LSP_DEFAULT_LINF = 6 / 255  # Yu et al.'s norm limit: the L2 of a uniform 6/255 perturbation

@@ -32,7 +32,7 @@ from raypress.models.bridge_unet import load_bridge
 from raypress.models.ddbm import SAMPLER_T_OFFSET, VEBridge, karras_schedule, sampler_step, sde_drift
 from raypress.operators.base import Mapper, Params, Resources
 from raypress.operators.purification.baselines import PURIFIED_BY, replace_images
-from raypress.operators.purification.images import decode_images, encode_pngs, from_float, to_float
+from raypress.image_codecs import decode_images, encode_pngs, from_float, to_float
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, ArtifactType
 

@@ -47,9 +47,9 @@ from raypress.artifacts import Artifact, ModelArtifact
 from raypress.models.bridge_unet import KIND, BridgeUNet, BridgeUNetConfig, save_bridge
 from raypress.models.ddbm import VEBridge, ema_model
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.purification.images import decode_image
+from raypress.image_codecs import decode_image
 from raypress.operators.registry import register
-from raypress.operators.train_storage import all_sum, checkpoint_folder
+from raypress.operators.shared.train_storage import all_sum, checkpoint_folder
 from raypress.schema import ID_COL, ArtifactType
 
 PAIRS_NEEDED = ("train_bridge needs leaked pairs: rows with image and clean_image "
@@ -314,7 +314,7 @@ class TrainBridge(Stage):
         os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is first imported
         import ray
 
-        from raypress.operators.train_storage import fit_with_progress
+        from raypress.operators.shared.train_storage import fit_with_progress
 
         p: TrainBridgeParams = self.params  # type: ignore[assignment]
         seed = ctx.seed if p.seed is None else p.seed

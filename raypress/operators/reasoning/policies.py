@@ -24,7 +24,7 @@ class LocalLMActor:
                  num_threads: int = 1, stop: list[str] | None = None) -> None:
         import torch
 
-        from raypress.serving.engine import Engine
+        from raypress.inference.engine import Engine
 
         torch.set_num_threads(num_threads)
         self.engine = Engine.from_pretrained(model_dir, max_batch_size=max_batch_size, max_queue=max_queue)
@@ -33,7 +33,7 @@ class LocalLMActor:
 
     async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None) -> dict[str, Any]:
         """One continuation; errors come back as data (an actor exception would cost a traceback per call)."""
-        from raypress.serving.engine import PromptTooLong
+        from raypress.inference.engine import PromptTooLong
 
         ids = self.engine.encode(prompt)
         room = self.engine.max_len - len(ids)

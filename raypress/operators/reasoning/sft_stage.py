@@ -16,7 +16,7 @@ from pydantic import Field
 
 from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.moe.train_lm import TrainMoELM, TrainMoELMParams
+from raypress.operators.shared.moe_lm_training import MoELMTrainer, TrainMoELMParams
 from raypress.operators.reasoning.train_policies import policy_dirs
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType
@@ -79,7 +79,7 @@ class CollectiveSFT(Stage):
         chars_needed = max(p.num_workers, 1) * p.batch_size * CONTEXT * CHARS_PER_TOKEN_BOUND
         repeat = max(p.repeat, -(-chars_needed // max(1, sum(len(q) + len(a) for q, a in texts))))
         corpus = ray.data.from_items([{"prompt": q, "text": a} for q, a in texts * repeat])
-        trainer = TrainMoELM(TrainMoELMParams(
+        trainer = MoELMTrainer(TrainMoELMParams(
             init_from=dirs[name], prompt_key="prompt", context_length=CONTEXT, batch_size=p.batch_size, lr=p.lr, warmup_steps=10,
             max_steps=p.max_steps, max_minutes=p.max_minutes, num_workers=p.num_workers, seed=p.seed))
         artifact = trainer.run({"data": DatasetArtifact(corpus)}, dataclasses.replace(ctx))

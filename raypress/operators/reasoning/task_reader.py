@@ -15,8 +15,8 @@ import pyarrow as pa
 from pydantic import Field, field_validator, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io._files import map_items
-from raypress.operators.io._rows import combine
+from raypress.operators.shared.files import map_items
+from raypress.operators.shared.rows import combine
 from raypress.operators.reasoning.tasks import FAMILIES, get_family, make_tasks, rg_dataset
 from raypress.operators.reasoning.types import Task
 from raypress.operators.registry import register

@@ -25,7 +25,7 @@ from random import Random
 from typing import Any, Callable, ClassVar, Iterator
 
 from raypress.operators.reasoning.types import ANSWER_PREFIX, Task
-from raypress.operators.registry import did_you_mean
+from raypress.suggest import did_you_mean
 
 FLAW_KINDS = ("arithmetic_slip", "wrong_operand", "skipped_step")
 # make_tasks(seed) reads reasoning-gym items seed*stride + i: its items are seeded seed+index, so

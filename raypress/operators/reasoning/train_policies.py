@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.moe.train_lm import TrainMoELM, TrainMoELMParams
+from raypress.operators.shared.moe_lm_training import MoELMTrainer, TrainMoELMParams
 from raypress.operators.reasoning.task_reader import task_from_row
 from raypress.operators.reasoning.types import Task
 from raypress.operators.registry import register
@@ -147,7 +147,7 @@ class TrainPolicies(Stage):
             ctx.event("policy_corpus", policy=spec.name, texts=len(examples), mix=spec.mix,
                       flawed_rate=spec.flawed_rate)
             sub = dataclasses.replace(ctx, node_id=f"{ctx.node_id}-{spec.name}")
-            trainer = TrainMoELM(TrainMoELMParams(
+            trainer = MoELMTrainer(TrainMoELMParams(
                 vocab_size=p.vocab_size, split_digits=True, hidden_size=p.hidden_size,
                 intermediate_size=p.intermediate_size, num_hidden_layers=p.num_hidden_layers,
                 num_attention_heads=p.num_attention_heads, num_key_value_heads=p.num_key_value_heads,

@@ -8,11 +8,7 @@ from typing import Any, ClassVar, Sequence
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from raypress.operators.base import Params, TextFilter, range_reason
-
-
-class TextParams(Params):
-    text_key: str = Field(default="text", description="column holding the text")
+from raypress.operators.base import TP, TextFilter, TextParams, range_reason
 
 
 class TokenizedParams(TextParams):
@@ -35,7 +31,7 @@ class TokenizedParams(TextParams):
         return value
 
 
-class RangeTextFilter(TextFilter):
+class RangeTextFilter(TextFilter[TP]):
     """A filter with one stat per row, kept when ``min <= stat <= max`` (Data-Juicer's closed
     interval).  Subclasses name the stat and the params holding the bounds, and compute the
     value for one text; stats and reasons are built as plain lists, no per-row dicts."""
@@ -60,7 +56,7 @@ class RangeTextFilter(TextFilter):
         return range_reason(stats[self.stat], self.stat, self._lo(), self._hi())
 
     def compute_stats(self, table: pa.Table) -> dict[str, Sequence[Any]]:
-        texts = table.column(self.params.text_key).to_pylist()  # type: ignore[attr-defined]
+        texts = table.column(self.params.text_key).to_pylist()
         return {self.stat: self.batch_values(texts)}
 
     def batch_values(self, texts: list[str | None]) -> list[Any]:

@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, Callable, Iterator
 import pyarrow as pa
 from pydantic import BeforeValidator
 
-from raypress.dag.op_timing import report_time
+from raypress.op_timing import report_time
 
 if TYPE_CHECKING:  # pragma: no cover
     import ray.data

@@ -1,12 +1,11 @@
 """Per-op processing time, summed by the run's OpTimer actor.
 
-Used by the streaming op wrappers (batch_exec), the readers (io/_files.py) and the sink; kept
-free of operator imports so that readers can use it without an import cycle.
+Used by the streaming op wrappers (batch_exec), the readers (operators/shared/files.py) and the sink; kept
+at the ground (no raypress imports) so that readers and the engine both use it without a cycle.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Any
 
@@ -22,11 +21,10 @@ _pending: dict[tuple[Any, str], list] = {}  # (timer, node) -> [seconds, rows]
 _pending_lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=1)
-def _sink_marker() -> str:
-    from raypress.dag.sink import SegmentSink  # imported late: sink.py imports this module
-
-    return f"MapBatches({SegmentSink.__name__})"
+# The name Ray Data gives a task that runs the segment sink (dag/sink.py's SegmentSink, which checks
+# that its class name matches): a name, not an import, so this module stays at the ground.
+SINK_CLASS_NAME = "SegmentSink"
+_SINK_MARKER = f"MapBatches({SINK_CLASS_NAME})"
 
 
 def _sink_runs_in_this_task() -> bool:
@@ -35,7 +33,7 @@ def _sink_runs_in_this_task() -> bool:
     except ImportError:  # pragma: no cover - Ray moved it: report every batch
         return False
     ctx = TaskContext.get_current()
-    return ctx is not None and _sink_marker() in (getattr(ctx, "op_name", None) or "")
+    return ctx is not None and _SINK_MARKER in (getattr(ctx, "op_name", None) or "")
 
 
 def report_time(timer: Any, node_id: str, seconds: float, rows: int) -> None:

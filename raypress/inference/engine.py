@@ -35,7 +35,7 @@ from torch import Tensor
 
 from raypress.models.kv_cache import KVCache
 from raypress.models.moe import MoEForCausalLM
-from raypress.serving.sampling import SamplingParams, sample
+from raypress.inference.sampling import SamplingParams, sample
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from raypress.models.hardware import Hardware
-from raypress.models.moe_cap import bytes_per_element, cost_breakdown, decode_batch, prefill_batch, utilisation
+from raypress.operators.moe.cap.hardware import Hardware
+from raypress.operators.moe.cap.accounting import bytes_per_element, cost_breakdown, decode_batch, prefill_batch, utilisation
 from raypress.models.moe_config import MoEConfig
 
 Phase = Literal["prefill", "decode"]

@@ -46,8 +46,7 @@ from raypress.models.moe import MoEForCausalLM
 from raypress.models.moe_checkpoint import from_hf_dict, load_moe, save_moe
 from raypress.models.moe_config import MoEConfig
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.registry import register
-from raypress.operators.train_storage import all_sum, checkpoint_folder, fit_with_progress
+from raypress.operators.shared.train_storage import all_sum, checkpoint_folder, fit_with_progress
 from raypress.schema import ArtifactType
 
 KIND = "moe_lm"
@@ -290,10 +289,10 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
 # the stage
 
 
-@register("train_moe_lm")
-class TrainMoELM(Stage):
+class MoELMTrainer(Stage):
     """Train a mixture-of-experts language model (and its BPE tokenizer) on a text Dataset with Ray Train -> Model.
 
+    Shared by the ``train_moe_lm`` op and the reasoning stages that train policies on it.
     The model is saved in the Hugging Face Mixtral layout (Qwen2-MoE with a shared expert)."""
 
     Params = TrainMoELMParams

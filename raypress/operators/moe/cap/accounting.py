@@ -39,7 +39,7 @@ from typing import Iterable, Literal, Sequence
 
 import numpy as np
 
-from raypress.models.hardware import Hardware, dtype_key
+from raypress.operators.moe.cap.hardware import Hardware, dtype_key
 from raypress.models.moe_config import MoEConfig
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}

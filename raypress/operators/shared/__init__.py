@@ -1,0 +1,1 @@
+"""raypress.operators.shared."""
