@@ -38,8 +38,8 @@ from raypress.schema import alive_mask  # noqa: E402
 def baseline_parse_extract(warcs: list[Path]) -> tuple[list, float]:
     """(documents, seconds): WARC parse + HTML -> interleaved documents, one process."""
     from raypress.operators.shared.documents import table_to_documents
-    from raypress.operators.curation.html_extract import HtmlToInterleaved
-    from raypress.operators.io.warc import read_warc_file
+    from raypress.operators.curation.html_to_interleaved import HtmlToInterleaved
+    from raypress.operators.io.read_warc import read_warc_file
 
     extract = HtmlToInterleaved(HtmlToInterleaved.Params())
     tables = []
@@ -56,7 +56,8 @@ def baseline_parse_extract(warcs: list[Path]) -> tuple[list, float]:
 
 def bff_core(docs: list) -> tuple[int, float, int]:
     """(n-grams, seconds, documents removed): BFF's hashing + decisions in one process, no Ray."""
-    from raypress.operators.dedup.bff import BffParams, bff_documents, hash_documents
+    from raypress.operators.dedup.bff_dedup import BffParams, bff_documents
+    from raypress.operators.dedup.bff_ngrams import hash_documents
     from raypress.operators.dedup.bloom import BloomFilter, optimal_num_bits, optimal_num_hashes
 
     params = BffParams()

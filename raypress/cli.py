@@ -233,20 +233,37 @@ def submit(file: str = typer.Argument(..., help="pipeline YAML"),
 @app.command()
 def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameters")):
     """List every operator (kind, one-line doc), or one operator's parameters."""
-    from raypress.operators.registry import all_ops, get_op
+    from raypress.operators.registry import OpUnavailable, get_op, known_names, missing_requirements, missing_text
     from raypress.suggest import did_you_mean
+
+    def load(op_name: str):
+        """The op's class, or the line saying which extra it needs (a light install lacks some)."""
+        missing = missing_requirements(op_name)
+        if missing:
+            return missing_text(op_name, missing)
+        try:
+            return get_op(op_name)
+        except OpUnavailable as exc:
+            return str(exc)
 
     if name is None:
         table = Table(title="operators")
         for col in ("op", "kind", "description"):
             table.add_column(col)
-        for op_name, cls in all_ops().items():
-            table.add_row(op_name, cls.kind.value, escape(cls.summary()))
+        for op_name in sorted(known_names()):
+            cls = load(op_name)
+            if isinstance(cls, str):
+                table.add_row(op_name, "-", escape(cls))
+            elif cls is not None:
+                table.add_row(op_name, cls.kind.value, escape(cls.summary()))
         out.print(table)
         return
-    cls = get_op(name)
+    cls = load(name)
+    if isinstance(cls, str):
+        console.print(cls, markup=False)
+        raise typer.Exit(2)
     if cls is None:
-        console.print(f"unknown op {name!r}{did_you_mean(name, all_ops())}")
+        console.print(f"unknown op {name!r}{did_you_mean(name, known_names())}")
         raise typer.Exit(2)
     out.print(f"[bold]{name}[/] ({cls.kind.value}): {escape(cls.summary())}")
     inputs = ", ".join(f"{k}: {v.value}" for k, v in cls.inputs.items()) or "none"
@@ -285,6 +302,14 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
     if (config is None) == (model is None):
         console.print("give either a Serve CONFIG file or --model DIR (not both)")
         raise typer.Exit(2)
+    if model is not None:  # the packages the serve_llm stage declares: say so before Ray starts
+        from raypress.operators.registry import missing_requirements
+
+        missing = missing_requirements("serve_llm")
+        if missing:
+            console.print(f"serving a model needs {', '.join(sorted(missing))} (not installed here): "
+                          f"pip install 'raypress[{','.join(sorted(set(missing.values())))}]'", markup=False)
+            raise typer.Exit(2)
     _set_ray_host(ray_host)
     from pydantic import ValidationError
 

@@ -86,8 +86,7 @@ def _is_tensor(x: Any) -> bool:
 def to_float(images: Any) -> Any:
     """uint8 pixels -> float32 in [0, 1] (numpy array or torch tensor, same kind out)."""
     if _is_tensor(images):
-        import torch
-
+        torch = sys.modules["torch"]  # loaded already (what _is_tensor checked): never import it here
         if images.dtype != torch.uint8:
             raise ValueError(f"to_float needs uint8 pixels, got {images.dtype}")
         return images.to(torch.float32) / 255.0
@@ -101,8 +100,7 @@ def from_float(images: Any) -> Any:
     """Float pixels in [0, 1] -> uint8: clipped, then rounded to the nearest level (not truncated,
     which would bias every image darker by half a level)."""
     if _is_tensor(images):
-        import torch
-
+        torch = sys.modules["torch"]  # loaded already (what _is_tensor checked): never import it here
         return torch.round(images.detach().clamp(0.0, 1.0) * 255.0).to(torch.uint8)
     arr = np.asarray(images, dtype=np.float64)
     if not np.all(np.isfinite(arr)):

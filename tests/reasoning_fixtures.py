@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import random
 
-from raypress.operators.reasoning.tasks import get_family, solution_text
-from raypress.operators.reasoning.types import Completion, Task
+from raypress.operators.reasoning.families.step_text import solution_text
+from raypress.operators.reasoning.tasks import get_family
+from raypress.operators.reasoning.types import PolicyReply, Task
 
 
 class RuleSolver:
@@ -32,10 +33,10 @@ class RuleSolver:
                 return task, written
         raise KeyError("unknown question")
 
-    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> Completion:
+    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> PolicyReply:
         self.calls += 1
         if self.garbage:
-            return Completion("%%%% ~~~~ ####", 4)
+            return PolicyReply("%%%% ~~~~ ####", 4)
         task, written = self._find(prompt)
         family = get_family(task.family)
         steps, final = family.worked_solution(task)
@@ -46,4 +47,4 @@ class RuleSolver:
                 steps, final = family.worked_solution(task)
         rest = steps[len(written):] if steps[: len(written)] == written else steps
         text = solution_text(rest, final)
-        return Completion(text, len(text.split()))
+        return PolicyReply(text, len(text.split()))

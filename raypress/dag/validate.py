@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from raypress.dag.spec import PipelineSpec, Problem, read_spec
 from raypress.dag.yaml_lines import PipelineFileError
 from raypress.operators.base import OpKind, Operator, Params
-from raypress.operators.registry import OpUnavailable, get_op, known_names, missing_requirements
+from raypress.operators.registry import OpUnavailable, get_op, known_names, missing_requirements, missing_text
 from raypress.suggest import did_you_mean
 from raypress.schema import ArtifactType, ID_COL
 
@@ -86,7 +86,7 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
         specs[ns.id] = ns
         missing = missing_requirements(ns.op) if ns.op else {}
         if missing:
-            problems.append(Problem(f, spec.line(ns.path + ("op",)) or line, _missing_text(ns.op, missing),
+            problems.append(Problem(f, spec.line(ns.path + ("op",)) or line, missing_text(ns.op, missing),
                                     node=ns.id, key="op"))
             continue
         try:
@@ -270,13 +270,6 @@ def _check_columns(nodes, order, specs, spec) -> list[Problem]:
         else:
             columns[nid] = None if written is None or node.op_cls.output != ArtifactType.DATASET else set(written)
     return problems
-
-
-def _missing_text(op: str, missing: dict[str, str]) -> str:
-    """"op X needs selectolax, TexSoup (not installed): pip install 'raypress[curation]'"."""
-    extras = ",".join(sorted(set(missing.values())))
-    return (f"op {op!r} needs {', '.join(sorted(missing))} (not installed here): "
-            f"pip install 'raypress[{extras}]'")
 
 
 def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: PipelineSpec) -> list[Problem]:

@@ -14,53 +14,44 @@ Waiting requests are bounded (``QueueFull``, a server's 503); a prompt that leav
 context raises ``PromptTooLong`` (a 400). ``stats`` and the ``on_step`` / ``on_request_finished``
 callbacks expose what a server exports as metrics (no Ray here): per-request TTFT and TPOT, per-step
 batch size, queue depth, tokens/s, and the distinct experts each layer activated.
+
+This module is the scheduler and its forward passes; what callers hold (handles, events, errors) is
+``requests.py``, the records it reports ``stats.py``, and detokenisation ``text_stream.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
-import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
+from raypress.inference.requests import (
+    EngineStopped,
+    Failure,
+    FinishReason,
+    GenerationEvent,
+    PromptTooLong,
+    QueueFull,
+    RequestHandle,
+    Usage,
+)
+from raypress.inference.sampling import SamplingParams, sample
+from raypress.inference.stats import EngineStats, RequestMetrics, StepRecord
+from raypress.inference.text_stream import TextStream
 from raypress.models.kv_cache import KVCache
 from raypress.models.moe import MoEForCausalLM
-from raypress.inference.sampling import SamplingParams, sample
 
 log = logging.getLogger(__name__)
 
-FinishReason = Literal["stop", "length", "cancelled"]
 DEFAULT_MAX_LEN = 2048  # context when neither the caller nor a smaller model limit says otherwise
-
-
-class EngineError(Exception):
-    """Base of the engine's errors."""
-
-
-class QueueFull(EngineError):
-    """The waiting queue is at its bound; try again later (HTTP 503)."""
-
-
-class PromptTooLong(EngineError, ValueError):
-    """The prompt leaves no room for a completion in the context (HTTP 400)."""
-
-
-class EngineStopped(EngineError):
-    """The engine was stopped before the request finished."""
-
-
-class RequestFailed(EngineError):
-    """A forward pass running this request raised; the cause is chained."""
 
 
 class Tokenizer(Protocol):
@@ -72,287 +63,6 @@ class Tokenizer(Protocol):
     def encode(self, text: str) -> Any: ...
 
     def decode(self, ids: list[int]) -> str: ...
-
-
-@dataclass(frozen=True)
-class Usage:
-    prompt_tokens: int
-    completion_tokens: int
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(frozen=True)
-class GenerationEvent:
-    """One streamed piece: the new token id(s) and the text now safe to show.
-
-    ``text`` can be empty while it might still become a stop string (or is half a UTF-8 character).
-    The last event of a request has ``finish_reason`` ("stop": EOS / stop token / stop string,
-    "length": max_tokens or the context is full, "cancelled") and ``usage``.
-    """
-
-    token_ids: list[int]
-    text: str
-    finish_reason: FinishReason | None = None
-    usage: Usage | None = None
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A whole request's output: every generated id (EOS included), the text (cut at a stop string)."""
-
-    token_ids: list[int]
-    text: str
-    finish_reason: FinishReason
-    usage: Usage
-
-
-@dataclass(frozen=True)
-class RequestMetrics:
-    """Timings of one finished request (seconds); TTFT counts the wait in the queue."""
-
-    request_id: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: FinishReason
-    queue_seconds: float
-    ttft_seconds: float | None  # None: no token was generated (cancelled while waiting)
-    tpot_seconds: float | None  # mean time between output tokens; None with fewer than 2 tokens
-    e2e_seconds: float
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """What one engine step did.
-
-    ``batch_size``: sequences in the decode forward. ``*_experts``: distinct experts activated by
-    the whole batch in each layer of that forward (empty when the forward did not run).
-    ``decode_context_tokens``: cached tokens the decode forward attended over (KV-cache reads).
-    ``prefill_lengths`` / ``decode_contexts``: per sequence, the prompt length prefilled and the
-    tokens already cached before its decode token (what MoE-CAP's attention FLOPs need exactly).
-    """
-
-    step: int
-    started: float  # time.monotonic()
-    seconds: float
-    admitted: int
-    prefill_tokens: int
-    prefill_seconds: float
-    batch_size: int
-    decode_context_tokens: int
-    decode_seconds: float
-    new_tokens: int
-    finished: int
-    queue_depth: int  # still waiting after admission
-    running: int  # sequences holding a KV slot after the step
-    prefill_experts: list[int]
-    decode_experts: list[int]
-    prefill_lengths: list[int]
-    decode_contexts: list[int]
-
-
-class EngineStats:
-    """Rolling history of steps and finished requests plus running totals; safe to read from any thread."""
-
-    def __init__(self, history: int = 1024) -> None:
-        self._lock = threading.Lock()
-        self._steps: deque[StepRecord] = deque(maxlen=history)
-        self._requests: deque[RequestMetrics] = deque(maxlen=history)
-        self.total_steps = 0
-        self.total_tokens = 0
-        self.total_requests = 0
-
-    def add_step(self, record: StepRecord) -> None:
-        with self._lock:
-            self._steps.append(record)
-            self.total_steps += 1
-            self.total_tokens += record.new_tokens
-
-    def add_request(self, metrics: RequestMetrics) -> None:
-        with self._lock:
-            self._requests.append(metrics)
-            self.total_requests += 1
-
-    @property
-    def steps(self) -> list[StepRecord]:
-        with self._lock:
-            return list(self._steps)
-
-    @property
-    def requests(self) -> list[RequestMetrics]:
-        with self._lock:
-            return list(self._requests)
-
-    def tokens_per_second(self, window_s: float = 10.0) -> float:
-        """Generated tokens per wall-clock second over the steps of the last ``window_s`` seconds."""
-        now = time.monotonic()
-        recent = [s for s in self.steps if s.started >= now - window_s]
-        if not recent:
-            return 0.0
-        elapsed = recent[-1].started + recent[-1].seconds - recent[0].started
-        return sum(s.new_tokens for s in recent) / elapsed if elapsed > 0 else 0.0
-
-
-class TextStream:
-    """Turns a growing list of token ids into text deltas, cut before the first stop string.
-
-    Every step decodes the whole completion (cheap next to a forward pass) and emits only what can
-    no longer change: a suffix that could still grow into a stop string, or a trailing U+FFFD (half
-    of a multi-byte character from a byte-level tokenizer), is held back until the next token.
-    """
-
-    def __init__(self, decode: Callable[[list[int]], str], stop: Sequence[str] = ()) -> None:
-        self._decode = decode
-        self._stop = list(stop)
-        self.ids: list[int] = []
-        self.text = ""
-        self.stopped = False  # a stop string appeared; ``text`` ends right before it
-        self._sent = 0
-
-    def push(self, token_id: int) -> str:
-        """Add one token; return the newly safe text."""
-        self.ids.append(token_id)
-        text = self._decode(self.ids)
-        # emitted text never holds the start of a stop string, so search only the unsent part
-        hits = [i for s in self._stop if (i := text.find(s, self._sent)) >= 0]
-        if hits:
-            self.text, self.stopped = text[: min(hits)], True
-            return self.flush()
-        self.text = text
-        return self._emit(len(text) - self._held_back(text))
-
-    def flush(self) -> str:
-        """Everything not yet emitted (the stream is ending)."""
-        return self._emit(len(self.text))
-
-    def _held_back(self, text: str) -> int:
-        partial = max((k for s in self._stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
-        replacement = len(text) - len(text.rstrip("\ufffd"))
-        return max(partial, replacement)
-
-    def _emit(self, end: int) -> str:
-        if end <= self._sent:
-            return ""
-        delta, self._sent = self.text[self._sent : end], end
-        return delta
-
-
-@dataclass
-class _Failure:
-    error: BaseException
-
-
-class RequestHandle:
-    """A submitted request: iterate its GenerationEvents once (``async for`` when it was added
-    inside a running event loop, plain ``for`` otherwise), wait for ``result()``, or ``cancel()`` it."""
-
-    def __init__(
-        self, engine: "Engine", request_id: str, prompt_ids: list[int], params: SamplingParams
-    ) -> None:
-        self.request_id = request_id
-        self.prompt_ids = prompt_ids
-        self.params = params
-        self._engine = engine
-        self._finished = threading.Event()
-        self.cancel_requested = False
-        try:
-            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            self._loop = None
-        self._async_queue: asyncio.Queue[GenerationEvent | _Failure] | None = (
-            asyncio.Queue() if self._loop is not None else None
-        )
-        self._sync_queue: queue.SimpleQueue[GenerationEvent | _Failure] = queue.SimpleQueue()
-        self._iterated = False  # events are handed out once
-        self._completion: Completion | None = None
-
-    @property
-    def finished(self) -> bool:
-        """The final event (or a failure) has been handed out by the engine."""
-        return self._finished.is_set()
-
-    def cancel(self) -> None:
-        """Stop generating and free the KV slot (at the next step); no-op once finished."""
-        if not self.finished:
-            self._engine._cancel(self)
-
-    def __aiter__(self) -> AsyncIterator[GenerationEvent]:
-        if self._async_queue is None:
-            raise RuntimeError("this request was added outside an event loop: iterate it with a plain for")
-        self._claim()
-        return self._aiter(self._async_queue)
-
-    def _claim(self) -> None:
-        if self._iterated:
-            raise RuntimeError(f"the events of request {self.request_id} were already read")
-        self._iterated = True
-
-    async def _aiter(self, source: "asyncio.Queue[GenerationEvent | _Failure]") -> AsyncIterator[GenerationEvent]:
-        while True:
-            item = await source.get()
-            if isinstance(item, _Failure):
-                self._raise(item.error)
-            yield item
-            if item.finish_reason is not None:
-                return
-
-    def __iter__(self) -> Iterator[GenerationEvent]:
-        return self.events()
-
-    def events(self, timeout: float | None = None) -> Iterator[GenerationEvent]:
-        """Blocking iteration (handles added outside an event loop); ``queue.Empty`` after ``timeout`` s idle."""
-        if self._loop is not None:
-            raise RuntimeError("this request was added inside an event loop: iterate it with async for")
-        self._claim()
-        return self._events(timeout)
-
-    def _events(self, timeout: float | None) -> Iterator[GenerationEvent]:
-        while True:
-            item = self._sync_queue.get(timeout=timeout)
-            if isinstance(item, _Failure):
-                self._raise(item.error)
-            yield item
-            if item.finish_reason is not None:
-                return
-
-    def result(self, timeout: float | None = None) -> Completion:
-        """Wait for the whole completion (blocking; see ``events``); repeatable."""
-        if self._completion is None:
-            self._completion = _collect(list(self.events(timeout)))
-        return self._completion
-
-    async def aresult(self) -> Completion:
-        """Wait for the whole completion inside an event loop; repeatable."""
-        if self._completion is None:
-            self._completion = _collect([event async for event in self])
-        return self._completion
-
-    def _raise(self, error: BaseException) -> None:
-        if isinstance(error, EngineError):
-            raise error
-        raise RequestFailed(f"request {self.request_id} failed: {error}") from error
-
-    def _deliver(self, item: GenerationEvent | _Failure) -> None:
-        """Called by the step thread; a closed event loop (client gone) cancels the request."""
-        if isinstance(item, _Failure) or item.finish_reason is not None:
-            self._finished.set()
-        if self._loop is None:
-            self._sync_queue.put(item)
-            return
-        assert self._async_queue is not None
-        try:
-            self._loop.call_soon_threadsafe(self._async_queue.put_nowait, item)
-        except RuntimeError:
-            self.cancel_requested = True
-
-
-def _collect(events: list[GenerationEvent]) -> Completion:
-    last = events[-1]
-    assert last.finish_reason is not None and last.usage is not None
-    ids = [t for e in events for t in e.token_ids]
-    return Completion(ids, "".join(e.text for e in events), last.finish_reason, last.usage)
 
 
 class _Sequence:
@@ -770,7 +480,7 @@ class Engine:
 
     def _fail(self, sequence: _Sequence, error: BaseException) -> None:
         self._release(sequence)
-        sequence.handle._deliver(_Failure(error))
+        sequence.handle._deliver(Failure(error))
 
     def _record(self, sequence: _Sequence, reason: FinishReason) -> None:
         end = time.monotonic()

@@ -106,6 +106,13 @@ def missing_requirements(name: str) -> dict[str, str]:
             if importlib.util.find_spec(mod.split(".")[0]) is None}
 
 
+def missing_text(op: str, missing: dict[str, str]) -> str:
+    """"op X needs selectolax, TexSoup (not installed here): pip install 'raypress[curation]'"."""
+    extras = ",".join(sorted(set(missing.values())))
+    return (f"op {op!r} needs {', '.join(sorted(missing))} (not installed here): "
+            f"pip install 'raypress[{extras}]'")
+
+
 @functools.lru_cache(maxsize=None)
 def _module_ast(module: str) -> ast.Module:
     spec = importlib.util.find_spec(module)

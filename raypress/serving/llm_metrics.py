@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from raypress.inference.engine import RequestMetrics, StepRecord
+from raypress.inference.stats import RequestMetrics, StepRecord
 
 SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
 BATCH = [1, 2, 4, 8, 16, 32, 64, 128, 256]

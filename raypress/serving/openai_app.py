@@ -42,10 +42,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from raypress.serving import openai_protocol as oa
-from raypress.inference.engine import (
+from raypress.inference.engine import Engine
+from raypress.inference.requests import (
     Completion,
-    Engine,
     EngineStopped,
     GenerationEvent,
     PromptTooLong,
@@ -53,8 +52,9 @@ from raypress.inference.engine import (
     RequestFailed,
     RequestHandle,
 )
-from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES, limit_request_body, retry_after
 from raypress.inference.sampling import SamplingParams
+from raypress.serving import openai_protocol as oa
+from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES, limit_request_body, retry_after
 
 log = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/health", "/docs", "/openapi.json"})

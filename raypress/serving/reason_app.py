@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from raypress.operators.reasoning.policies import completion_from_actor
-from raypress.operators.reasoning.types import Completion, Task
+from raypress.operators.reasoning.policies import reply_from_actor
+from raypress.operators.reasoning.types import PolicyReply, Task
 from raypress.serving.http_limits import REASON_MAX_REQUEST_BYTES
 
 
@@ -53,12 +53,12 @@ class _HandlePolicy:
         self.name = name
         self.handle = handle
 
-    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> Completion:
+    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> PolicyReply:
         try:
             out = await self.handle.complete.remote(prompt, max_tokens, temperature, seed)
         except Exception as error:  # noqa: BLE001 - counted as a failed call by the search
-            return Completion("", 0, f"{type(error).__name__}: {error}")
-        return completion_from_actor(out)
+            return PolicyReply("", 0, f"{type(error).__name__}: {error}")
+        return reply_from_actor(out)
 
 
 class _Unverified:
@@ -140,7 +140,7 @@ def create_reason_api(policies: dict[str, Any], args: ReasonAppArgs) -> Any:
 def _policy_dirs(policies: dict[str, str]) -> dict[str, str]:
     """Expand a ``train_policies`` Model dir into its policies."""
     from raypress.artifacts import ModelArtifact
-    from raypress.operators.reasoning.train_policies import policy_dirs
+    from raypress.operators.reasoning.policy_set import policy_dirs
 
     out: dict[str, str] = {}
     for name, path in policies.items():

@@ -38,18 +38,17 @@ class ServeLLMParams(Params):
     ready_timeout_s: float = Field(120.0, gt=0)
 
 
-@register("serve_llm")
-class ServeLLM(Stage):
+@register("serve_llm", requires={"torch": "moe", "safetensors": "moe", "tokenizers": "moe"})
+class ServeLLM(Stage[ServeLLMParams]):
     """Deploy a Model with Ray Serve (OpenAI-compatible API); the Report holds the endpoint URL."""
 
-    Params = ServeLLMParams
     inputs: ClassVar[dict[str, ArtifactType]] = {"model": ArtifactType.MODEL}
     output: ClassVar[ArtifactType] = ArtifactType.REPORT
     resources: ClassVar[Resources] = Resources(num_cpus=0)
     resumable: ClassVar[bool] = False  # a cached Report would point at an endpoint that is gone
 
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ReportArtifact:
-        p: ServeLLMParams = self.params  # type: ignore[assignment]
+        p = self.params
         model = inputs.get("model")
         if not isinstance(model, ModelArtifact):
             raise ValueError(f"node {ctx.node_id!r}: serve_llm needs a `model` input (a Model artifact)")

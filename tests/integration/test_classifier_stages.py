@@ -14,7 +14,8 @@ from raypress.artifacts import DatasetArtifact, ModelArtifact, ReportArtifact  #
 from raypress.models.image_classifier import classifier_set_members, load_classifier  # noqa: E402
 from raypress.operators.base import RunContext  # noqa: E402
 from raypress.operators.io.idx_images import dataset_files, read_idx, rows_table  # noqa: E402
-from raypress.operators.purification.classifier_stages import EvaluateClassifier, TrainClassifier  # noqa: E402
+from raypress.operators.purification.evaluate_classifier import EvaluateClassifier  # noqa: E402
+from raypress.operators.purification.train_classifier import TrainClassifier  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from raypress.operators.base import RunContext
-from raypress.operators.dedup.document import DocumentDeduplicator, DocumentDedupParams, text_md5
+from raypress.operators.dedup.document_deduplicator import DocumentDeduplicator, DocumentDedupParams, text_md5
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL, TombstoneKind
 
 pytestmark = pytest.mark.integration

@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from raypress.operators.base import RunContext
-from raypress.operators.io.hf import ReadHfDataset
-from raypress.operators.io.jsonl import ReadJsonl, read_jsonl_file
-from raypress.operators.io.package_metadata import ReadPackageMetadata, parse_metadata
-from raypress.operators.io.parquet import ReadParquet
-from raypress.operators.io.text_files import ReadTextFiles
+from raypress.operators.io.read_hf_dataset import ReadHfDataset
+from raypress.operators.io.read_jsonl import ReadJsonl, read_jsonl_file
+from raypress.operators.io.read_package_metadata import ReadPackageMetadata, parse_metadata
+from raypress.operators.io.read_parquet import ReadParquet
+from raypress.operators.io.read_text_files import ReadTextFiles
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL, TOMBSTONE_COLS
 
 pytestmark = pytest.mark.integration
@@ -111,7 +111,7 @@ def test_jsonl_id_key_uses_the_field_and_flags_rows_without_it(tmp_path, ray_ses
 
 def test_jsonl_chunks_keep_line_numbers(tmp_path, monkeypatch):
     """Files longer than one chunk are split into several tables without losing or renumbering lines."""
-    import raypress.operators.io.jsonl as jsonl
+    import raypress.operators.io.read_jsonl as jsonl
 
     monkeypatch.setattr(jsonl, "CHUNK_LINES", 4)
     path = tmp_path / "long.jsonl"

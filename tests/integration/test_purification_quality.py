@@ -10,7 +10,7 @@ import pytest
 from raypress.artifacts import DatasetArtifact
 from raypress.operators.base import RunContext
 from raypress.image_codecs import encode_png
-from raypress.operators.purification.quality_stage import PurificationQuality
+from raypress.operators.purification.purification_quality import PurificationQuality
 
 pytestmark = pytest.mark.integration
 

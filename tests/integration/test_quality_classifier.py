@@ -17,8 +17,8 @@ import pytest
 
 from raypress.artifacts import ModelArtifact
 from raypress.models.ngram_classifier import load
-from raypress.operators.quality.classifier_filter import QualityClassifierFilter
-from raypress.operators.quality.train_classifier import TrainQualityClassifier
+from raypress.operators.quality.quality_classifier_filter import QualityClassifierFilter
+from raypress.operators.quality.train_quality_classifier import TrainQualityClassifier
 from raypress.operators.registry import get_op
 
 BOILERPLATE = [

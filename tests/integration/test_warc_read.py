@@ -17,8 +17,8 @@ from raypress.artifacts import DatasetArtifact
 from raypress.operators.base import RunContext
 from raypress.operators.curation.attach_images import AttachImages
 from raypress.operators.shared.documents import table_to_documents
-from raypress.operators.curation.html_extract import HtmlToInterleaved
-from raypress.operators.io.warc import ReadWarc
+from raypress.operators.curation.html_to_interleaved import HtmlToInterleaved
+from raypress.operators.io.read_warc import ReadWarc
 from raypress.schema import NODE_COL, REASON_COL, TOMBSTONE_COLS
 
 pytestmark = pytest.mark.integration

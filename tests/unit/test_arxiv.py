@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from raypress.operators.curation.latex_extract import LatexToInterleaved
-from raypress.operators.io.arxiv import ReadArxiv, expand_sources, read_source, source_url
+from raypress.operators.curation.latex_to_interleaved import LatexToInterleaved
+from raypress.operators.io.read_arxiv import ReadArxiv, expand_sources, read_source, source_url
 from raypress.schema import DETAIL_COL, KIND_COL, REASON_COL, TOMBSTONE_COLS, strip_tombstone_columns
 
 # What main.tex really includes, in document order (SOURCES.md: images/im*_included.*): four

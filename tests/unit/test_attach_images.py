@@ -15,7 +15,7 @@ from PIL import Image
 from pydantic import ValidationError
 
 from raypress.artifacts import DatasetArtifact
-from raypress.operators.curation.attach_images import AttachImages, ImageFolder, ImageIndex, url_key
+from raypress.operators.curation.attach_images import AttachImages, ImageIndex, SiteMirror, url_key
 from raypress.operators.shared.documents import Document, documents_to_table, table_to_documents
 from raypress.operators.curation.image_info import UnreadableImage, image_info, read_image_info
 from raypress.operators.registry import get_op
@@ -193,7 +193,7 @@ def test_image_dir_alone_resolves_by_url_prefix(tmp_path):
 
 
 def test_folder_refuses_paths_outside_it(tmp_path):
-    folder = ImageFolder(str(mirror(tmp_path)), SITE)
+    folder = SiteMirror(str(mirror(tmp_path)), SITE)
     assert folder.get(SITE + "../secret.png") is None
     assert folder.get(SITE + "images/%2e%2e/%2e%2e/secret.png") is None
     assert folder.get("https://other.test/images/a.png") is None

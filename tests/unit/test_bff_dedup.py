@@ -9,16 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from raypress.operators.shared.documents import Document
-from raypress.operators.dedup.bff import (
-    BffParams,
-    BffVerdict,
-    apply_verdict,
-    bff_documents,
-    cut_paragraphs,
-    hash_documents,
-    resolve_batch,
-    tokenize,
-)
+from raypress.operators.dedup.bff_decisions import BffVerdict, apply_verdict, cut_paragraphs, resolve_batch
+from raypress.operators.dedup.bff_dedup import BffParams, bff_documents
+from raypress.operators.dedup.bff_ngrams import hash_documents, tokenize
 from raypress.operators.dedup.bloom import BloomFilter, pairs_from_u64
 
 WORDS = [f"w{i}" for i in range(5000)]

@@ -12,7 +12,7 @@ import pytest
 from raypress.artifacts import ReportArtifact
 from raypress.dag.validate import PipelineInvalid, load_pipeline
 from raypress.operators.base import RunContext
-from raypress.operators.purification.report_stage import BridgePureReport, judge_claim
+from raypress.operators.purification.bridgepure_report import BridgePureReport, judge_claim
 
 ACC = {"clean": (0.88, 0.01), "leaked-only": (0.75, 0.01), "protected": (0.30, 0.02), "jpeg": (0.70, 0.01),
        "bit-depth": (0.50, 0.03), "gaussian-blur": (0.60, 0.01), "median": (0.65, 0.01), "one-step": (0.84, 0.01),

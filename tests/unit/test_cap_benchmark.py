@@ -22,15 +22,10 @@ from raypress.artifacts import DatasetArtifact, ModelArtifact, ReportArtifact
 from raypress.operators.moe.cap.metrics import exact_match, normalise_answer
 from raypress.operators.moe.cap.accounting import cost_per_million_tokens
 from raypress.operators.base import RunContext
-from raypress.operators.moe.cap_benchmark import (
-    CapBenchmarkParams,
-    HttpTarget,
-    InProcessTarget,
-    MoECapBenchmark,
-    StepCollector,
-    _sse_data,
-    split_by_context,
-)
+from raypress.operators.moe.cap.http_client import HttpTarget, _sse_data
+from raypress.operators.moe.cap.in_process import InProcessTarget
+from raypress.operators.moe.cap.levels import StepCollector
+from raypress.operators.moe.moe_cap_benchmark import CapBenchmarkParams, MoECapBenchmark, split_by_context
 from moe_fixtures import save_tiny_model_dir  # tests/ is on sys.path (its conftest.py)
 
 pytestmark = pytest.mark.timeout(120)

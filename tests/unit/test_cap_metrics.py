@@ -18,7 +18,7 @@ from raypress.operators.moe.cap.metrics import (
 )
 from raypress.operators.moe.cap.hardware import Hardware
 from raypress.models.moe_config import MoEConfig
-from raypress.inference.engine import StepRecord
+from raypress.inference.stats import StepRecord
 
 # V=10, H=4, I=6, L=2, 2 query heads, 1 KV head, head_dim 2, E=4, top-2 (as in test_moe_cap).
 # Per layer: attention 48, router 16, norms 8 -> dense 72; one expert 3*4*6 = 72.

@@ -12,16 +12,14 @@ import pytest
 
 from raypress.operators.reasoning.comcts import (
     SearchParams,
-    Tree,
-    backpropagate,
     collective_scores,
     comcts,
     direct,
     first_below,
     independent_sampling,
-    select,
 )
-from raypress.operators.reasoning.types import ANSWER_PREFIX, Completion, Task
+from raypress.operators.reasoning.search_tree import Tree, backpropagate, select
+from raypress.operators.reasoning.types import ANSWER_PREFIX, PolicyReply, Task
 
 TASK = Task(id="q1", family="fake", question="make 7", answer="7")
 
@@ -65,19 +63,19 @@ def prefix_of(prompt: str) -> list[str]:
 class ScriptedPolicy:
     """Answers from a script (a list consumed in order, or a function of the prompt's prefix)."""
 
-    def __init__(self, name: str, script: list[str | Completion] | Callable[[list[str]], str | Completion]):
+    def __init__(self, name: str, script: list[str | PolicyReply] | Callable[[list[str]], str | PolicyReply]):
         self.name = name
         self.script = script
         self.prompts: list[str] = []
         self.temperatures: list[float] = []
         self.seeds: list[int | None] = []
 
-    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> Completion:
+    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> PolicyReply:
         self.prompts.append(prompt)
         self.temperatures.append(temperature)
         self.seeds.append(seed)
         out = self.script(prefix_of(prompt)) if callable(self.script) else self.script.pop(0)
-        return out if isinstance(out, Completion) else Completion(text=out, tokens=len(out.split()))
+        return out if isinstance(out, PolicyReply) else PolicyReply(text=out, tokens=len(out.split()))
 
 
 class TableJudge:
@@ -312,12 +310,12 @@ class HangingPolicy:
 
     async def complete(self, prompt, max_tokens, temperature, seed=None):
         await asyncio.sleep(30)
-        return Completion(text="never")
+        return PolicyReply(text="never")
 
 
 def test_garbage_and_timeout_policies_are_counted_and_skipped():
     garbage = ScriptedPolicy("garbage", lambda prefix: "   \n\n")
-    timeout = ScriptedPolicy("timeout", lambda prefix: Completion(text="", error="timeout"))
+    timeout = ScriptedPolicy("timeout", lambda prefix: PolicyReply(text="", error="timeout"))
     good = ScriptedPolicy("good", lambda prefix: "g\nAnswer: 7" if prefix else "g\nwrong\nAnswer: 7")
     params = SearchParams(budget=20, call_timeout_s=0.05)
     policies = [garbage, timeout, RaisingPolicy(), HangingPolicy(), good]
@@ -378,7 +376,7 @@ def test_independent_sampling_stops_at_first_correct_sample():
 
 def test_independent_sampling_spends_budget_and_counts_failures():
     a = ScriptedPolicy("A", lambda prefix: "x\nAnswer: 1")
-    bad = ScriptedPolicy("bad", lambda prefix: Completion(text="", error="timeout", tokens=0))
+    bad = ScriptedPolicy("bad", lambda prefix: PolicyReply(text="", error="timeout", tokens=0))
     res = run(independent_sampling(TASK, FAMILY, [a, bad], SearchParams(budget=5)))
     assert (res.solved, res.policy_calls, res.rounds) == (False, 5, 3)
     assert res.failures == {"bad": 2} and res.tokens == 3 * 3 and res.final_answer is None

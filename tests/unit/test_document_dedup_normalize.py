@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from raypress.operators.dedup.document import (
+from raypress.operators.dedup.document_deduplicator import (
     HASH_COL,
     DocumentDeduplicator,
     DocumentDedupParams,

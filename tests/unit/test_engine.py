@@ -14,16 +14,10 @@ import torch
 from moe_fixtures import tiny_config
 from raypress.models.moe import MoEForCausalLM
 from raypress.models.moe_config import MoEConfig
-from raypress.inference.engine import (
-    Engine,
-    EngineStopped,
-    GenerationEvent,
-    PromptTooLong,
-    QueueFull,
-    RequestFailed,
-    StepRecord,
-    TextStream,
-)
+from raypress.inference.engine import Engine
+from raypress.inference.requests import EngineStopped, GenerationEvent, PromptTooLong, QueueFull, RequestFailed
+from raypress.inference.stats import StepRecord
+from raypress.inference.text_stream import TextStream
 from raypress.inference.sampling import SamplingParams
 
 CONFIG = tiny_config(vocab_size=96, eos_token_id=None)

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from raypress.operators.base import OpKind
 from raypress.operators.shared.documents import Document, documents_to_table
-from raypress.operators.curation.gopher_quality import GopherQualityFilter, GopherQualityParams
+from raypress.operators.curation.refinedweb_gopher_quality_filter import GopherQualityFilter, GopherQualityParams
 from raypress.operators.curation.gopher_rules import (
     STAT_NAMES,
     LineModifiers,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from raypress.operators.general.split import HashSplitFilter, HashSplitParams
+from raypress.operators.general.hash_split_filter import HashSplitFilter, HashSplitParams
 
 
 def _kept(params: HashSplitParams, ids: list[str]) -> tuple[set[str], list[str | None]]:

@@ -6,7 +6,8 @@ import pyarrow as pa
 import pytest
 
 from raypress.operators.shared.documents import DOCUMENT_COLUMNS, table_to_documents
-from raypress.operators.curation.html_extract import HtmlToInterleaved, html_document, html_parts, image_url
+from raypress.operators.curation.html_extract import html_document, html_parts, image_url
+from raypress.operators.curation.html_to_interleaved import HtmlToInterleaved
 from raypress.operators.registry import get_op
 
 PAGE = "https://example.org/docs/guide/page.html"
@@ -133,7 +134,7 @@ def test_keep_html_and_custom_tag_lists():
 
 
 def test_real_pages_from_the_shared_warcs(shared_data):
-    from raypress.operators.io.warc import read_warc_file
+    from raypress.operators.io.read_warc import read_warc_file
 
     path = shared_data / "warc" / "resiliparse" / "warcfile.warc.gz"
     rows = [r for t in read_warc_file(str(path), str(path), "w") for r in t.to_pylist() if r["_rp_node"] is None]

@@ -22,13 +22,12 @@ from raypress.models.image_classifier import (  # noqa: E402
     save_classifier,
     write_classifier_set,
 )
-from raypress.operators.general.numeric_range import SpecifiedNumericFieldFilter  # noqa: E402
-from raypress.operators.purification.classifier_stages import (  # noqa: E402
+from raypress.operators.general.specified_numeric_field_filter import SpecifiedNumericFieldFilter  # noqa: E402
+from raypress.operators.purification.classifier_data import decode_table  # noqa: E402
+from raypress.operators.purification.evaluate_classifier import accuracy_summary, predict  # noqa: E402
+from raypress.operators.purification.train_classifier import (  # noqa: E402
     TrainClassifierParams,
-    accuracy_summary,
     crop_flip,
-    decode_table,
-    predict,
     seeds_of,
     train_one,
 )

@@ -10,13 +10,9 @@ from PIL import Image
 from pydantic import ValidationError
 
 from raypress.operators.shared.documents import Document, documents_to_table, table_to_documents
-from raypress.operators.curation.image_filters import (
-    ImageCountFilter,
-    ImageSizeFilter,
-    ImageUrlFilter,
-    image_counts,
-    url_extension,
-)
+from raypress.operators.curation.image_count_filter import ImageCountFilter, image_counts
+from raypress.operators.curation.image_size_filter import ImageSizeFilter
+from raypress.operators.curation.image_url_filter import ImageUrlFilter, url_extension
 from raypress.operators.registry import get_op
 
 

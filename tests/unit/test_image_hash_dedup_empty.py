@@ -2,7 +2,7 @@
 
 import pyarrow as pa
 
-from raypress.operators.dedup.image_hash import frequent_in
+from raypress.operators.dedup.image_hash_dedup import frequent_in
 
 
 def test_frequent_in_survives_empty_pieces():

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from raypress.operators.base import RunContext
-from raypress.operators.io._atomic import atomic_path
-from raypress.operators.io.hf import WriteHfDataset
-from raypress.operators.io.jsonl import WriteJsonl
-from raypress.operators.io.parquet import WriteParquet
+from raypress.operators.io.files_atomic import atomic_path
+from raypress.operators.io.write_hf_dataset import WriteHfDataset
+from raypress.operators.io.write_jsonl import WriteJsonl
+from raypress.operators.io.write_parquet import WriteParquet
 from raypress.operators.registry import _REGISTRY
 
 

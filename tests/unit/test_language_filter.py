@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from raypress.operators.shared.documents import Document, documents_to_table
-from raypress.operators.curation.language_filter import SCORE_STAT, TOP_STAT, LanguageIdFilter
+from raypress.operators.curation.language_id_filter import SCORE_STAT, TOP_STAT, LanguageIdFilter
 from raypress.operators.registry import get_op
 
 EN = ("The committee met on Tuesday to discuss the new budget for the public library, and most "

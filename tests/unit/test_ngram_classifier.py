@@ -12,7 +12,7 @@ import torch
 
 from raypress.artifacts import ModelArtifact
 from raypress.models import ngram_classifier as nc
-from raypress.operators.quality.classifier_filter import QualityClassifierFilter, positive_index
+from raypress.operators.quality.quality_classifier_filter import QualityClassifierFilter, positive_index
 
 # Adagrad on sparse gradients warns once that torch skips sparse-tensor invariant checks.
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse invariant checks")
@@ -183,7 +183,7 @@ class _Rows:
 
 
 def test_training_labels_are_sorted_plain_values_and_must_be_two_or_more():
-    from raypress.operators.quality.train_classifier import _labels
+    from raypress.operators.quality.train_quality_classifier import _labels
 
     assert _labels(_Rows({"y": [True, False, True]}), "y") == [False, True]
     import numpy as np
@@ -198,7 +198,7 @@ def test_training_labels_are_sorted_plain_values_and_must_be_two_or_more():
 
 
 def test_training_batches_hold_out_rows_by_text_hash():
-    from raypress.operators.quality.train_classifier import _batches, _held_out
+    from raypress.operators.quality.train_quality_classifier import _batches, _held_out
 
     texts = [f"sentence number {i} about the sky" for i in range(40)] + [None]
     labels = [i % 2 == 0 for i in range(41)]

@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 from pydantic import ValidationError
 
 from raypress.operators.shared.documents import Document, documents_to_table
-from raypress.operators.curation.nsfw_filter import NsfwImageFilter, decode_bgr
+from raypress.operators.curation.nsfw_image_filter import NsfwImageFilter, decode_bgr
 from raypress.operators.registry import get_op
 
 

@@ -14,7 +14,7 @@ pytest.importorskip("pymupdf")
 import pdf_fixtures as fx  # noqa: E402  (tests/ is on sys.path: its conftest.py puts it there)
 from raypress.dag.batch_exec import StreamingOpRunner  # noqa: E402
 from raypress.operators.shared.documents import DOCUMENT_COLUMNS, TEXT_SEPARATOR  # noqa: E402
-from raypress.operators.curation.pdf_extract import (  # noqa: E402
+from raypress.operators.curation.pdf_to_interleaved import (  # noqa: E402
     ExtractOptions,
     PdfToInterleaved,
     block_text,

@@ -12,8 +12,8 @@ pytest.importorskip("pymupdf")
 
 from pydantic import ValidationError  # noqa: E402
 
-import raypress.operators.io.pdf as pdf_io  # noqa: E402
-from raypress.operators.io.pdf import MAX_FILE_BYTES, MAX_PAGES, ReadPdf, read_pdf_file  # noqa: E402
+import raypress.operators.io.read_pdf as pdf_io  # noqa: E402
+from raypress.operators.io.read_pdf import MAX_FILE_BYTES, MAX_PAGES, ReadPdf, read_pdf_file  # noqa: E402
 from raypress.operators.registry import get_op  # noqa: E402
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL  # noqa: E402
 import pdf_fixtures as fx  # noqa: E402  (tests/ is on sys.path: its conftest.py puts it there)

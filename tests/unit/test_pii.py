@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from raypress.operators.shared.documents import Document, documents_to_table, table_to_documents
-from raypress.operators.curation.pii import PiiMapper
+from raypress.operators.curation.pii_mapper import PiiMapper
 from raypress.operators.registry import get_op
 
 

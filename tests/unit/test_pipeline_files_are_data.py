@@ -22,7 +22,7 @@ from raypress.dag import yaml_lines
 from raypress.dag.batch_exec import StreamingOpRunner
 from raypress.dag.plan import describe, make_plan
 from raypress.dag.validate import PipelineInvalid, load_pipeline
-from raypress.operators.general.python_lambda import CodeNotAllowed, PythonLambdaMapper, PythonLambdaParams
+from raypress.operators.general.python_lambda_mapper import CodeNotAllowed, PythonLambdaMapper, PythonLambdaParams
 
 REPO = Path(__file__).resolve().parents[2]
 

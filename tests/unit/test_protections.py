@@ -22,7 +22,7 @@ from raypress.image_codecs import (  # noqa: E402
     from_float,
     to_float,
 )
-from raypress.operators.purification.protect_op import Protect, ProtectParams, protect_table  # noqa: E402
+from raypress.operators.purification.protect import Protect, ProtectParams, protect_table  # noqa: E402
 from raypress.operators.registry import get_op  # noqa: E402
 from raypress.schema import DETAIL_COL, NODE_COL, REASON_COL, alive_mask  # noqa: E402
 

@@ -17,7 +17,8 @@ from PIL import Image  # noqa: E402
 from raypress.models.bridge_unet import BridgeUNet, BridgeUNetConfig, save_bridge  # noqa: E402
 from raypress.models.ddbm import VEBridge, sampler_nfe  # noqa: E402
 from raypress.image_codecs import encode_png  # noqa: E402
-from raypress.serving.purify_app import PurifyAppArgs, Purifier, create_purify_app  # noqa: E402
+from raypress.inference.purifier import Purifier  # noqa: E402
+from raypress.serving.purify_app import PurifyAppArgs, create_purify_app  # noqa: E402
 
 TINY = dict(base_channels=8, channel_mult=(1, 2), num_res_blocks=1, attention=False, norm_groups=4)
 

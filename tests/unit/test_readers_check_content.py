@@ -21,11 +21,11 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from raypress.operators.shared.files import compression_of, open_maybe_compressed
-from raypress.operators.io.arxiv import read_source
+from raypress.operators.io.read_arxiv import read_source
 from raypress.operators.io.idx_images import read_idx
 from raypress.operators.io.image_folder import read_image_files
 from raypress.operators.io.sniff import describe, kind
-from raypress.operators.io.warc import read_warc_file
+from raypress.operators.io.read_warc import read_warc_file
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL
 
 HTML_PAGE = (b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>\n"
@@ -87,7 +87,7 @@ def test_describe_shows_the_start_and_the_guess():
 
 def read_pdf(path: Path) -> list[dict]:
     pytest.importorskip("pymupdf")
-    from raypress.operators.io.pdf import read_pdf_file
+    from raypress.operators.io.read_pdf import read_pdf_file
 
     return rows_of(read_pdf_file(f"docs/{path.name}", str(path), node="pdfs"))
 

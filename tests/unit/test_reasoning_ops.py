@@ -14,10 +14,11 @@ import torch
 from moe_fixtures import save_tiny_model_dir
 from raypress.operators.reasoning.judges import CollectiveJudge, ExactStepJudge, ModelJudge, parse_grades
 from raypress.operators.reasoning.policies import ActorPolicy, OpenAIPolicy
-from raypress.operators.reasoning.report_stage import bootstrap_interval, markdown_table, summarise_run
-from raypress.operators.reasoning.sft_stage import sft_texts
+from raypress.operators.reasoning.bootstrap import bootstrap_interval
+from raypress.operators.reasoning.collective_sft import sft_texts
+from raypress.operators.reasoning.reasoning_report import markdown_table, summarise_run
 from raypress.operators.reasoning.train_policies import PolicySpec, TrainPoliciesParams, policy_corpus, without_questions
-from raypress.operators.reasoning.types import Completion, Task
+from raypress.operators.reasoning.types import PolicyReply, Task
 
 pytest.importorskip("reasoning_gym")
 from raypress.operators.reasoning.tasks import get_family, make_tasks  # noqa: E402
@@ -33,7 +34,7 @@ class FixedPolicy:
 
     async def complete(self, prompt, max_tokens, temperature, seed=None):
         self.prompts.append(prompt)
-        return Completion(self.text, len(self.text.split()))
+        return PolicyReply(self.text, len(self.text.split()))
 
 
 def test_exact_judge_scores_steps_with_the_family_checker():

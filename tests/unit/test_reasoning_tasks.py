@@ -8,20 +8,14 @@ from random import Random
 import pyarrow as pa
 import pytest
 
-from raypress.operators.reasoning import task_reader
-from raypress.operators.reasoning.task_reader import ReasoningTasks, read_family, task_from_row, task_to_row
-from raypress.operators.reasoning.tasks import (
-    FAMILIES,
-    FLAW_KINDS,
-    arithmetic_claims,
-    flawed_solution,
-    get_family,
-    make_tasks,
-    reachable,
-    safe_eval,
-    solution_text,
-    worked_solution,
-)
+from raypress.operators.reasoning import reasoning_tasks
+from raypress.operators.reasoning.families.countdown import reachable
+from raypress.operators.reasoning.families.flaws import FLAW_KINDS
+from raypress.operators.reasoning.families.gsm_symbolic import arithmetic_claims
+from raypress.operators.reasoning.families.step_text import safe_eval, solution_text
+from raypress.operators.reasoning.reasoning_tasks import ReasoningTasks, read_family
+from raypress.operators.reasoning.task_rows import task_from_row, task_to_row
+from raypress.operators.reasoning.tasks import FAMILIES, flawed_solution, get_family, make_tasks, worked_solution
 from raypress.operators.reasoning.types import Task, TaskFamily
 from raypress.operators.registry import get_op
 
@@ -289,7 +283,7 @@ def test_reader_fans_out_one_read_per_family(monkeypatch):
         seen.extend(items)
         return pa.concat_tables([t for item in items for t in read_one(item)], promote_options="default")
 
-    monkeypatch.setattr(task_reader, "map_items", fake_map_items)
+    monkeypatch.setattr(reasoning_tasks, "map_items", fake_map_items)
     params = ReasoningTasks.Params(families=["chain_arithmetic", "countdown"], n_per_family=2, seed=3,
                                    difficulty={"countdown": {"min_numbers": 3, "max_numbers": 3}})
     table = ReasoningTasks(params).read(ctx=None)

@@ -6,13 +6,10 @@ import random
 
 import pytest
 
-from raypress.operators.reasoning.comcts import BestPath, SearchResult, Tree
-from raypress.operators.reasoning.reflection import (
-    DEFAULT_PHRASE,
-    reflective_path,
-    sft_records,
-    solution_text,
-)
+from raypress.operators.reasoning.families.step_text import solution_text
+from raypress.operators.reasoning.reflection import DEFAULT_PHRASE, reflective_path, sft_records
+from raypress.operators.reasoning.search_result import BestPath, SearchResult
+from raypress.operators.reasoning.search_tree import Tree
 from raypress.operators.reasoning.types import Task
 
 TASK = Task(id="q7", family="fake", question="make 7", answer="7")

@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("reasoning_gym")
 
 from raypress.operators.base import RunContext  # noqa: E402
-from raypress.operators.reasoning.report_stage import summarise_run  # noqa: E402
-from raypress.operators.reasoning.search_stage import ComctsSearch, SearchStageParams  # noqa: E402
+from raypress.operators.reasoning.comcts_search import ComctsSearch, SearchStageParams  # noqa: E402
+from raypress.operators.reasoning.reasoning_report import summarise_run  # noqa: E402
 from raypress.operators.reasoning.tasks import make_tasks  # noqa: E402
 from reasoning_fixtures import RuleSolver  # noqa: E402
 

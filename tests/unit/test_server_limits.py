@@ -187,7 +187,7 @@ def test_purify_and_reason_apps_enforce_their_limits(tmp_path):
 
 def test_queue_full_and_shutting_down_503s_carry_retry_after():
     """(A real full queue answering 503 with the header: tests/unit/test_openai_app.py.)"""
-    from raypress.inference.engine import EngineStopped, QueueFull
+    from raypress.inference.requests import EngineStopped, QueueFull
     from raypress.serving.openai_app import APIError, _engine_error
 
     for error in (QueueFull("8 waiting"), EngineStopped("stopping")):

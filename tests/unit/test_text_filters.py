@@ -14,20 +14,18 @@ from pydantic import ValidationError
 
 from raypress.operators.base import OpKind
 from raypress.operators.registry import get_op
-from raypress.operators.text.char_filters import (
-    AlphanumericFilter,
-    CharacterRepetitionFilter,
-    SpecialCharactersFilter,
-)
-from raypress.operators.text.length_filters import (
-    AverageLineLengthFilter,
-    MaximumLineLengthFilter,
-    TextLengthFilter,
-)
-from raypress.operators.text.word_filters import WordRepetitionFilter, WordsNumFilter
-from raypress.operators.text.wordlist_filters import FlaggedWordsFilter, StopwordsFilter
+from raypress.operators.text.alphanumeric_filter import AlphanumericFilter
+from raypress.operators.text.average_line_length_filter import AverageLineLengthFilter
+from raypress.operators.text.character_repetition_filter import CharacterRepetitionFilter
+from raypress.operators.text.flagged_words_filter import FlaggedWordsFilter
+from raypress.operators.text.maximum_line_length_filter import MaximumLineLengthFilter
+from raypress.operators.text.special_characters_filter import SpecialCharactersFilter
+from raypress.operators.text.stopwords_filter import StopwordsFilter
+from raypress.operators.text.text_length_filter import TextLengthFilter
+from raypress.operators.text.word_repetition_filter import WordRepetitionFilter
 from raypress.operators.text.wordlists import SHIPPED_DIR, load_words_asset
 from raypress.operators.text.words import SPECIAL_CHARACTERS, refined_words, split_on_whitespace, strip
+from raypress.operators.text.words_num_filter import WordsNumFilter
 
 FILTERS = {
     "text_length_filter": (TextLengthFilter, "text_len"),

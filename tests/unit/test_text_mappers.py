@@ -12,11 +12,10 @@ from pydantic import ValidationError
 
 from raypress.operators.base import OpKind
 from raypress.operators.registry import get_op
-from raypress.operators.text.clean import CleanEmailMapper, CleanLinksMapper
-from raypress.operators.text.normalization import (
-    PunctuationNormalizationMapper,
-    WhitespaceNormalizationMapper,
-)
+from raypress.operators.text.clean_email_mapper import CleanEmailMapper
+from raypress.operators.text.clean_links_mapper import CleanLinksMapper
+from raypress.operators.text.punctuation_normalization_mapper import PunctuationNormalizationMapper
+from raypress.operators.text.whitespace_normalization_mapper import WhitespaceNormalizationMapper
 
 MAPPERS = {
     "clean_email_mapper": CleanEmailMapper,
@@ -178,7 +177,7 @@ def test_punctuation_normalization():
 
 
 def test_normalizers_match_data_juicer_character_by_character_definition():
-    from raypress.operators.text.normalization import PUNCTUATION_UNICODE
+    from raypress.operators.text.punctuation_normalization_mapper import PUNCTUATION_UNICODE
     from raypress.operators.text.words import VARIOUS_WHITESPACES
 
     rng = random.Random(11)

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from raypress.operators.curation.url_filter import (
+from raypress.operators.curation.url_blocklist_filter import (
     SHIPPED_DIR,
     STAT_NAMES,
     UrlBlocklistFilter,

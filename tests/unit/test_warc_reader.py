@@ -13,12 +13,11 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from raypress.operators.io.warc import (
+from raypress.operators.io.html_charset import UndecodableHtml, decode_html
+from raypress.operators.io.read_warc import (
     HTML_SCHEMA,
     IMAGE_SCHEMA,
     ReadWarc,
-    UndecodableHtml,
-    decode_html,
     read_warc_file,
 )
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL, TOMBSTONE_COLS

@@ -6,7 +6,7 @@ import json
 import tarfile
 
 from raypress.operators.shared.documents import Document, documents_to_table
-from raypress.operators.io.webdataset import WriteWebDataset, sample_key
+from raypress.operators.io.write_webdataset import WriteWebDataset, sample_key
 
 
 def _write(tmp_path, docs):

@@ -55,25 +55,24 @@ class AttachImagesParams(Params):
         return self
 
 
-@register("attach_images")
-class AttachImages(Mapper):
+@register("attach_images", requires={"PIL": "curation"})
+class AttachImages(Mapper[AttachImagesParams]):
     """Attach image bytes + metadata by URL from an images Dataset or a local folder; drop unresolvable images."""
 
-    Params = AttachImagesParams
     stateful = True
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "images": ArtifactType.DATASET}
     reads = ("texts", "images", "image_bytes", "image_metadata")
     writes = ("texts", "images", "image_bytes", "image_metadata", "images_unresolved", "images_unreadable")
     batch_size = 64
 
-    def __init__(self, params: Params, artifacts: dict[str, Artifact] | None = None):
+    def __init__(self, params: AttachImagesParams, artifacts: dict[str, Artifact] | None = None):
         super().__init__(params, artifacts)
         images = self.artifacts.get("images")
         if images is None and self.params.image_dir is None:
             raise ValueError("attach_images needs an 'images' input (e.g. read_warc with content: images) "
                              "or image_dir + url_prefix")
         self.index = ImageIndex.from_artifact(images, self.params.cache_bytes) if images is not None else None
-        self.folder = (ImageFolder(self.params.image_dir, self.params.url_prefix)
+        self.folder = (SiteMirror(self.params.image_dir, self.params.url_prefix)
                        if self.params.image_dir is not None else None)
 
     def process_batch(self, table: pa.Table) -> pa.Table:
@@ -213,8 +212,9 @@ class ImageIndex:
         return col
 
 
-class ImageFolder:
-    """``url_prefix`` + path -> ``image_dir`` / path, refusing paths that climb out of the folder."""
+class SiteMirror:
+    """A local folder mirroring a site's images: ``url_prefix`` + path -> ``image_dir`` / path,
+    refusing paths that climb out of the folder."""
 
     def __init__(self, image_dir: str, url_prefix: str):
         self.root = Path(image_dir).resolve()

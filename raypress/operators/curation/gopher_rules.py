@@ -18,7 +18,7 @@ tokenises three different ways, and so do we:
   Japanese, EDGAR, LaTeX) and 926 Debian doc pages it yields uniseg's exact tokens; known gaps
   are an underscore joining Katakana to letters and marks on Lao/Myanmar/Khmer script.
 
-No Ray, no pyarrow: the op in ``gopher_quality.py`` maps these over a batch.
+No Ray, no pyarrow: the op in ``refinedweb_gopher_quality_filter.py`` maps these over a batch.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`html_to_interleaved`: an HTML page -> an interleaved document (texts and image URLs in page order).
+"""An HTML page -> an interleaved document (texts and image URLs in page order): the extraction
+behind ``html_to_interleaved``, kept apart from the op so benchmarks and tests call it directly.
 
 OBELICS-style simplification with selectolax (lexbor), done in one document-order walk of the
 DOM: boilerplate elements are skipped with their content (scripts, styles, navigation, footers,
@@ -20,16 +21,9 @@ Broken HTML does not raise (lexbor repairs it as browsers do).
 from __future__ import annotations
 
 import re
-from typing import ClassVar
 from urllib.parse import urljoin, urlsplit
 
-import pyarrow as pa
-from pydantic import Field
-
-from raypress.operators.base import Mapper, Params
-from raypress.operators.shared.documents import DOCUMENT_COLUMNS, Document, documents_to_table
-from raypress.operators.registry import register
-from raypress.schema import ID_COL
+from raypress.operators.shared.documents import Document
 
 # Removed with everything inside: never content (or not text a reader sees as the page's prose).
 DROP_TAGS = frozenset((
@@ -47,43 +41,6 @@ INLINE_TAGS = frozenset((
 LAZY_SRC_ATTRS = ("data-src", "data-lazy-src", "data-original", "data-url")
 SRCSET_ATTRS = ("srcset", "data-srcset")
 _URL_NOISE = re.compile(r"[\t\n\r]")
-
-
-class HtmlToInterleavedParams(Params):
-    html_key: str = Field("html", description="column holding the decoded HTML")
-    url_key: str = Field("url", description="column holding the page URL (relative image URLs resolve against it)")
-    drop_tags: list[str] = Field(sorted(DROP_TAGS), description="elements removed together with their content")
-    inline_tags: list[str] = Field(sorted(INLINE_TAGS), description="formatting elements unwrapped into the surrounding text")
-    keep_html: bool = Field(False, description="keep the html column in the output (it is large: dropped by default)")
-
-
-@register("html_to_interleaved")
-class HtmlToInterleaved(Mapper):
-    """HTML pages -> interleaved documents (texts + image URLs in page order), OBELICS-style."""
-
-    Params = HtmlToInterleavedParams
-    reads: ClassVar[tuple[str, ...]] = ("html", "url")
-    writes = ("url", "source", "texts", "images", "image_bytes", "image_metadata")
-    batch_size = 64  # pages are large; small batches keep memory flat and the row-by-row retry cheap
-
-    def columns_read(self) -> tuple[str, ...]:
-        return (self.params.html_key, self.params.url_key)
-
-    def columns_dropped(self) -> tuple[str, ...]:
-        return () if self.params.keep_html else (self.params.html_key,)
-
-    def process_batch(self, table: pa.Table) -> pa.Table:
-        p = self.params
-        htmls = table.column(p.html_key).to_pylist()
-        urls = table.column(p.url_key).to_pylist() if p.url_key in table.column_names else [None] * table.num_rows
-        ids = table.column(ID_COL).to_pylist()
-        docs = [html_document(i, u, h, p.drop_tags, p.inline_tags) for i, u, h in zip(ids, urls, htmls)]
-        out = documents_to_table(docs)
-        for name in table.column_names:
-            if name in DOCUMENT_COLUMNS or (name == p.html_key and not p.keep_html):
-                continue
-            out = out.append_column(table.schema.field(name), table.column(name))
-        return out
 
 
 def html_document(doc_id: str, url: str | None, html: str | None, drop_tags=DROP_TAGS,

@@ -162,35 +162,36 @@ def dataset_files(name: str) -> tuple[str, str, str]:
     return paths[0], paths[1], split
 
 
-@register("idx_images")
-class IdxImages(Reader):
+class IdxImagesParams(Params):
+    dataset: Literal["fashion-mnist-train", "fashion-mnist-test"] | None = Field(
+        default=None, description=f"a named dataset instead of paths (Debian package dataset-fashion-mnist, "
+                                  f"or the folder in ${FASHION_MNIST_ENV})")
+    images: str | None = Field(default=None, description="IDX image file (magic 0x00000803), plain or .gz")
+    labels: str | None = Field(default=None, description="IDX label file (magic 0x00000801), plain or .gz")
+    split: str | None = Field(default=None, description="stored in the 'split' column; default: the "
+                                                        "dataset's split; required with paths")
+    offset: int = Field(default=0, ge=0, description="first item read, so that disjoint subsets can be read")
+    limit: int | None = Field(default=None, ge=1, description="most items read")
+    id_prefix: str | None = Field(default=None, description="row id = '{id_prefix}-{index:05d}' "
+                                                            "(default: the dataset name, else the split)")
+
+    @model_validator(mode="after")
+    def _source(self):
+        has_paths = self.images is not None or self.labels is not None
+        if self.dataset is not None and has_paths:
+            raise ValueError("give either dataset or images+labels, not both")
+        if self.dataset is None and (self.images is None or self.labels is None):
+            raise ValueError("give dataset, or both images and labels")
+        if self.dataset is None and self.split is None:
+            raise ValueError("split is required when reading files by path")
+        return self
+
+
+@register("idx_images", requires={"PIL": "images"})
+class IdxImages(Reader[IdxImagesParams]):
     """Read an IDX image file and its label file (MNIST/Fashion-MNIST, plain or .gz) as PNG-bytes rows."""
 
     writes = COLUMNS[1:]
-
-    class Params(Params):
-        dataset: Literal["fashion-mnist-train", "fashion-mnist-test"] | None = Field(
-            default=None, description=f"a named dataset instead of paths (Debian package dataset-fashion-mnist, "
-                                      f"or the folder in ${FASHION_MNIST_ENV})")
-        images: str | None = Field(default=None, description="IDX image file (magic 0x00000803), plain or .gz")
-        labels: str | None = Field(default=None, description="IDX label file (magic 0x00000801), plain or .gz")
-        split: str | None = Field(default=None, description="stored in the 'split' column; default: the "
-                                                            "dataset's split; required with paths")
-        offset: int = Field(default=0, ge=0, description="first item read, so that disjoint subsets can be read")
-        limit: int | None = Field(default=None, ge=1, description="most items read")
-        id_prefix: str | None = Field(default=None, description="row id = '{id_prefix}-{index:05d}' "
-                                                                "(default: the dataset name, else the split)")
-
-        @model_validator(mode="after")
-        def _source(self):
-            has_paths = self.images is not None or self.labels is not None
-            if self.dataset is not None and has_paths:
-                raise ValueError("give either dataset or images+labels, not both")
-            if self.dataset is None and (self.images is None or self.labels is None):
-                raise ValueError("give dataset, or both images and labels")
-            if self.dataset is None and self.split is None:
-                raise ValueError("split is required when reading files by path")
-            return self
 
     def resolve(self) -> tuple[str, str, str, str]:
         """(images path, labels path, split, id prefix), absolute paths so workers can open them."""

@@ -32,21 +32,22 @@ COLUMNS = (ID_COL, "image", "label", "class_name", "path")
 _PNG_MODES = ("1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA")  # modes PIL writes as PNG as they are
 
 
-@register("image_folder")
-class ImageFolder(Reader):
+class ImageFolderParams(Params):
+    root: str = Field(description="folder whose sub-folders are the classes")
+    extensions: list[str] = Field(default_factory=lambda: [".png", ".jpg", ".jpeg"],
+                                  description="file suffixes read (case-insensitive); other files are ignored")
+
+    @field_validator("extensions")
+    @classmethod
+    def _dotted(cls, value: list[str]) -> list[str]:
+        return [e.lower() if e.startswith(".") else "." + e.lower() for e in value]
+
+
+@register("image_folder", requires={"PIL": "images"})
+class ImageFolder(Reader[ImageFolderParams]):
     """Read root/<class_name>/*.png|jpg into rows with PNG bytes and labels = sorted class-name index."""
 
     writes = COLUMNS[1:]
-
-    class Params(Params):
-        root: str = Field(description="folder whose sub-folders are the classes")
-        extensions: list[str] = Field(default_factory=lambda: [".png", ".jpg", ".jpeg"],
-                                      description="file suffixes read (case-insensitive); other files are ignored")
-
-        @field_validator("extensions")
-        @classmethod
-        def _dotted(cls, value: list[str]) -> list[str]:
-            return [e.lower() if e.startswith(".") else "." + e.lower() for e in value]
 
     def plan(self) -> list[dict[str, Any]]:
         """Items of at most ``FILES_PER_TASK`` files, each with its label and class name."""

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from raypress.operators.io._atomic import atomic_path
+from raypress.operators.io.files_atomic import atomic_path
+
 
 def is_file_path(path: str, suffix: str) -> bool:
     return str(path).lower().endswith(suffix)

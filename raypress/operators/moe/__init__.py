@@ -1,1 +1,2 @@
-"""MoE language model stages: training (`train_moe_lm`), serving and the MoE-CAP benchmark."""
+"""MoE language-model ops: training (``train_moe_lm``) and the MoE-CAP benchmark (``moe_cap_benchmark``,
+its accounting in ``cap/``); serving one is ``raypress.serving.serve_llm``."""

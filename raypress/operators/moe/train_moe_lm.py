@@ -6,7 +6,7 @@ from raypress.operators.registry import register
 from raypress.operators.shared.moe_lm_training import MoELMTrainer
 
 
-@register("train_moe_lm")
+@register("train_moe_lm", requires={"torch": "moe", "safetensors": "moe", "tokenizers": "moe"})
 class TrainMoELM(MoELMTrainer):
     """Train a mixture-of-experts language model (and its BPE tokenizer) on a text Dataset with Ray Train -> Model.
 

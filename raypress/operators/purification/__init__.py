@@ -1,1 +1,1 @@
-"""BridgePure on raypress: image codecs, availability-attack protections, bridge training, purification."""
+"""BridgePure on raypress: availability-attack protections, bridge training, purification, and the classifiers and reports that judge it."""

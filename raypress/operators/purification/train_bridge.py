@@ -44,10 +44,10 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from raypress.artifacts import Artifact, ModelArtifact
+from raypress.image_codecs import decode_image
 from raypress.models.bridge_unet import KIND, BridgeUNet, BridgeUNetConfig, save_bridge
 from raypress.models.ddbm import VEBridge, ema_model
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.image_codecs import decode_image
 from raypress.operators.registry import register
 from raypress.operators.shared.train_storage import all_sum, checkpoint_folder
 from raypress.schema import ID_COL, ArtifactType
@@ -300,11 +300,10 @@ class TrainBridgeParams(Params):
                         beta=self.beta)
 
 
-@register("train_bridge")
-class TrainBridge(Stage):
+@register("train_bridge", requires={"torch": "purify", "PIL": "purify"})
+class TrainBridge(Stage[TrainBridgeParams]):
     """Train BridgePure (a DDBM diffusion bridge, or the one-step baseline) on leaked protected/clean pairs -> Model."""
 
-    Params = TrainBridgeParams
     reads = (ID_COL, "image", "clean_image")
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
     output: ClassVar[ArtifactType] = ArtifactType.MODEL
@@ -316,7 +315,7 @@ class TrainBridge(Stage):
 
         from raypress.operators.shared.train_storage import fit_with_progress
 
-        p: TrainBridgeParams = self.params  # type: ignore[assignment]
+        p = self.params
         seed = ctx.seed if p.seed is None else p.seed
         unet, bridge = p.unet_config(), p.bridge()
         start = time.perf_counter()

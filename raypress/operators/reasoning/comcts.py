@@ -1,8 +1,9 @@
 """Collective Monte Carlo tree search (Mulberry's CoMCTS) and its equal-budget baselines.
 
-Why one module for the tree and the search: the four operations (expansion, simulation with error
-positioning, backpropagation, selection) only make sense on this tree, and the baselines must share
-the search's budget accounting so that "equal model-call budget" means the same thing for each.
+Why the baselines live with the search: they must share the search's budget accounting so that
+"equal model-call budget" means the same thing for each. The tree and its operations (expansion
+adds paths, backpropagation, selection) are in ``search_tree``; what a search returns is in
+``search_result``.
 
 Budget: one unit per model call, i.e. every policy call (a failed one too) plus the model calls a
 judge reports (an exact checker reports 0). A policy is called only while budget remains; the
@@ -15,20 +16,18 @@ Pure Python + asyncio: policies and judges are whatever answers the protocols in
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from raypress.operators.reasoning.types import Completion, Judge, Policy, Task, TaskFamily
+from raypress.operators.reasoning.search_result import BestPath, SearchResult
+from raypress.operators.reasoning.search_tree import ROOT_ID, Node, Tree, backpropagate, select
+from raypress.operators.reasoning.types import PolicyReply, Judge, Policy, Task, TaskFamily
 
 log = logging.getLogger(__name__)
-
-ROOT_ID = 0
 
 
 class SearchParams(BaseModel):
@@ -49,207 +48,6 @@ class SearchParams(BaseModel):
     )
 
 
-@dataclass
-class Node:
-    """One reasoning step. ``score`` is R (the collective judge score), ``value`` V, ``visits`` N.
-
-    ``answer`` is set on the last step of a path whose final answer solved the task (the answer is
-    never a node of its own)."""
-
-    id: int
-    parent: int | None
-    text: str
-    policy: str
-    score: float
-    value: float
-    visits: int
-    depth: int
-    round: int = 0
-    judge_scores: list[float] = field(default_factory=list)
-    children: list[int] = field(default_factory=list)
-    answer: str | None = None
-    exhausted: bool = False  # expanded once and nothing survived: skipped by the fallback selection
-    pruned: bool = False  # the step a candidate was cut at (score < t): kept as reflection's negative
-    # sibling, never selected, never part of backpropagation
-
-
-class Tree:
-    """The search tree: node 0 is the root (the question, no step), ids are creation order."""
-
-    def __init__(self, question: str) -> None:
-        self.question = question
-        self.nodes: list[Node] = [Node(ROOT_ID, None, "", "", 0.0, 0.0, 0, 0)]
-
-    @property
-    def root(self) -> Node:
-        return self.nodes[ROOT_ID]
-
-    def __getitem__(self, node_id: int) -> Node:
-        return self.nodes[node_id]
-
-    def __len__(self) -> int:
-        return len(self.nodes)
-
-    def add_path(
-        self,
-        parent_id: int,
-        steps: Sequence[str],
-        scores: Sequence[float],
-        policy: str,
-        judge_scores: Sequence[Sequence[float]] | None = None,
-        round: int = 0,
-    ) -> list[Node]:
-        """Append a chain of new steps under ``parent_id``; each new node starts with V = R, N = 1.
-
-        ``judge_scores[i]`` are the per-judge scores of step i (kept for the output rows)."""
-        if len(steps) != len(scores):
-            raise ValueError(f"{len(steps)} steps but {len(scores)} scores")
-        added: list[Node] = []
-        parent = self.nodes[parent_id]
-        for i, (text, score) in enumerate(zip(steps, scores)):
-            node = Node(
-                id=len(self.nodes),
-                parent=parent.id,
-                text=text,
-                policy=policy,
-                score=float(score),
-                value=float(score),
-                visits=1,
-                depth=parent.depth + 1,
-                round=round,
-                judge_scores=[float(s) for s in judge_scores[i]] if judge_scores is not None else [],
-            )
-            self.nodes.append(node)
-            parent.children.append(node.id)
-            added.append(node)
-            parent = node
-        return added
-
-    def path_to(self, node_id: int) -> list[Node]:
-        """The nodes from the root's child down to ``node_id`` (empty for the root)."""
-        path: list[Node] = []
-        node = self.nodes[node_id]
-        while node.parent is not None:
-            path.append(node)
-            node = self.nodes[node.parent]
-        return path[::-1]
-
-    def steps_to(self, node_id: int) -> list[str]:
-        """The step texts from the root down to ``node_id``: the prefix a policy continues."""
-        return [n.text for n in self.path_to(node_id)]
-
-    def siblings(self, node_id: int) -> list[Node]:
-        """The other children of ``node_id``'s parent, in creation order."""
-        node = self.nodes[node_id]
-        if node.parent is None:
-            return []
-        return [self.nodes[i] for i in self.nodes[node.parent].children if i != node_id]
-
-    def ucb(self, node_id: int, c: float = 0.5) -> float:
-        """V(s) + c·sqrt(log N(parent(s)) / (1 + N(s))); the root (no parent) scores its V."""
-        node = self.nodes[node_id]
-        if node.parent is None:
-            return node.value
-        parent_visits = self.nodes[node.parent].visits
-        explore = math.sqrt(math.log(parent_visits) / (1 + node.visits)) if parent_visits > 1 else 0.0
-        return node.value + c * explore
-
-    def to_rows(self) -> list[dict[str, Any]]:
-        """One dict per node with fixed keys and no nulls, so a list of them is one Arrow column
-        (root: parent -1, text/policy ""; no answer: "")."""
-        return [
-            {
-                "id": n.id,
-                "parent": -1 if n.parent is None else n.parent,
-                "depth": n.depth,
-                "round": n.round,
-                "text": n.text,
-                "policy": n.policy,
-                "score": n.score,
-                "judge_scores": list(n.judge_scores),
-                "value": n.value,
-                "visits": n.visits,
-                "answer": "" if n.answer is None else n.answer,
-                "exhausted": n.exhausted,
-                "pruned": n.pruned,
-            }
-            for n in self.nodes
-        ]
-
-    @classmethod
-    def from_rows(cls, rows: Sequence[dict[str, Any]], question: str = "") -> "Tree":
-        """Rebuild a tree from ``to_rows`` output (e.g. a later reflection stage reading the column)."""
-        tree = cls(question)
-        tree.nodes = []
-        for row in sorted(rows, key=lambda r: int(r["id"])):
-            parent = int(row["parent"])
-            tree.nodes.append(
-                Node(
-                    id=int(row["id"]),
-                    parent=None if parent < 0 else parent,
-                    text=row["text"],
-                    policy=row["policy"],
-                    score=float(row["score"]),
-                    value=float(row["value"]),
-                    visits=int(row["visits"]),
-                    depth=int(row["depth"]),
-                    round=int(row.get("round", 0)),
-                    judge_scores=[float(s) for s in row.get("judge_scores") or []],
-                    answer=row.get("answer") or None,
-                    exhausted=bool(row.get("exhausted", False)),
-                    pruned=bool(row.get("pruned", False)),
-                )
-            )
-        for i, node in enumerate(tree.nodes):
-            if node.id != i:
-                raise ValueError(f"tree rows are not ids 0..{len(rows) - 1}: found id {node.id} at {i}")
-            if node.parent is not None:
-                tree.nodes[node.parent].children.append(node.id)
-        return tree
-
-
-def backpropagate(tree: Tree, selected_id: int, new_paths: Sequence[Sequence[Node]]) -> None:
-    """Backpropagation (paper step 3) after a round expanded ``selected_id`` (s_m).
-
-    Inside each new chain, bottom-up, a new node's new parent gets V ← (N·V + R_child)/(N + 1),
-    N ← N + 1. Then s_m and every ancestor up to the root get
-    V ← (N·V + Σ R of s_m's new children)/(N + #new children), N ← N + #new children."""
-    for path in new_paths:
-        for i in range(len(path) - 2, -1, -1):
-            parent, child = path[i], path[i + 1]
-            parent.value = (parent.visits * parent.value + child.score) / (parent.visits + 1)
-            parent.visits += 1
-    firsts = [path[0] for path in new_paths if path]
-    if not firsts:
-        return
-    total, count = sum(n.score for n in firsts), len(firsts)
-    node: Node | None = tree[selected_id]
-    while node is not None:
-        node.value = (node.visits * node.value + total) / (node.visits + count)
-        node.visits += count
-        node = tree[node.parent] if node.parent is not None else None
-
-
-def select(tree: Tree, added: Sequence[Node], c: float, max_depth: int) -> int:
-    """Selection (paper step 4): the highest-UCB selectable node among those added this round;
-    when none, among all non-root nodes not exhausted; when none, the root. A node is selectable
-    when its depth is below ``max_depth`` and it is not exhausted. Ties go to the earlier node."""
-
-    def selectable(n: Node) -> bool:
-        return n.parent is not None and n.depth < max_depth and not n.exhausted and not n.pruned
-
-    for pool in (added, tree.nodes):
-        candidates = sorted((n for n in pool if selectable(n)), key=lambda n: n.id)
-        if candidates:
-            best, best_ucb = candidates[0], tree.ucb(candidates[0].id, c)
-            for n in candidates[1:]:
-                u = tree.ucb(n.id, c)
-                if u > best_ucb:
-                    best, best_ucb = n, u
-            return best.id
-    return ROOT_ID
-
-
 def first_below(scores: Sequence[float], threshold: float) -> int | None:
     """Error positioning: the index of the first step scoring below ``threshold`` (None: no such step)."""
     for i, s in enumerate(scores):
@@ -263,63 +61,6 @@ def collective_scores(per_judge: Sequence[Sequence[float]]) -> list[float]:
     if not per_judge:
         raise ValueError("no judge scores")
     return [sum(col) / len(col) for col in zip(*per_judge, strict=True)]
-
-
-@dataclass
-class BestPath:
-    """The solution a method returns: its steps, which policy wrote each, the node ids, the answer."""
-
-    steps: list[str]
-    policies: list[str]
-    answer: str
-    node_ids: list[int] = field(default_factory=list)  # empty for methods without a tree
-
-
-@dataclass
-class SearchResult:
-    """What one question's search (or baseline) spent and found."""
-
-    task_id: str
-    method: str
-    solved: bool
-    final_answer: str | None  # the best path's answer; None when a tree method did not solve
-    rounds: int
-    policy_calls: int
-    judge_calls: int  # model calls reported by judges (exact checkers report 0)
-    tokens: int  # sum of Completion.tokens over the policy calls
-    failures: dict[str, int]  # failed policy calls (error or no steps and no answer) by policy name
-    tree: Tree | None = None
-    best_path: BestPath | None = None
-    path_has_wrong_step: bool | None = None  # per family.check_step on the solved path; None: unknown
-
-    @property
-    def calls(self) -> int:
-        """Model calls charged to the budget."""
-        return self.policy_calls + self.judge_calls
-
-    def to_row(self) -> dict[str, Any]:
-        """JSON-serialisable columns. ``failures`` is a JSON string because its keys (policy names)
-        differ between methods, which would not make one Arrow struct type."""
-        best = self.best_path
-        return {
-            "task_id": self.task_id,
-            "method": self.method,
-            "solved": self.solved,
-            "final_answer": self.final_answer,
-            "rounds": self.rounds,
-            "policy_calls": self.policy_calls,
-            "judge_calls": self.judge_calls,
-            "calls": self.calls,
-            "tokens": self.tokens,
-            "failures": json.dumps(self.failures, sort_keys=True),
-            "failed_calls": sum(self.failures.values()),
-            "tree": self.tree.to_rows() if self.tree is not None else [],
-            "best_steps": list(best.steps) if best else [],
-            "best_policies": list(best.policies) if best else [],
-            "best_node_ids": list(best.node_ids) if best else [],
-            "best_answer": best.answer if best else None,
-            "path_has_wrong_step": self.path_has_wrong_step,
-        }
 
 
 @dataclass
@@ -353,19 +94,19 @@ def call_seed(params: SearchParams, task: Task, call_index: int) -> int | None:
 
 async def _call_policy(
     policy: Policy, prompt: str, max_tokens: int, temperature: float, seed: int | None, timeout_s: float | None
-) -> Completion:
-    """One policy call that never raises: a raised error or a timeout becomes ``Completion(error=...)``."""
+) -> PolicyReply:
+    """One policy call that never raises: a raised error or a timeout becomes ``PolicyReply(error=...)``."""
     try:
         coro = policy.complete(prompt, max_tokens=max_tokens, temperature=temperature, seed=seed)
-        completion = await (asyncio.wait_for(coro, timeout_s) if timeout_s is not None else coro)
+        reply = await (asyncio.wait_for(coro, timeout_s) if timeout_s is not None else coro)
     except asyncio.TimeoutError:
-        return Completion(text="", error="timeout")
+        return PolicyReply(text="", error="timeout")
     except Exception as exc:  # noqa: BLE001 - a broken policy must not end the search
         log.warning("policy %s raised %s: %s", policy.name, type(exc).__name__, exc)
-        return Completion(text="", error=f"{type(exc).__name__}: {exc}")
-    if not isinstance(completion, Completion):
-        return Completion(text="", error=f"policy returned {type(completion).__name__}, not Completion")
-    return completion
+        return PolicyReply(text="", error=f"{type(exc).__name__}: {exc}")
+    if not isinstance(reply, PolicyReply):
+        return PolicyReply(text="", error=f"policy returned {type(reply).__name__}, not PolicyReply")
+    return reply
 
 
 async def _generate(
@@ -377,13 +118,13 @@ async def _generate(
     failed or the continuation reaches no ``Answer:`` line (garbage, or cut off by max_tokens). ``call_index`` picks the call's
     seed (default: the calls made so far)."""
     seed = call_seed(params, task, ledger.policy_calls if call_index is None else call_index)
-    completion = await _call_policy(policy, prompt, params.max_tokens, temperature, seed, params.call_timeout_s)
+    reply = await _call_policy(policy, prompt, params.max_tokens, temperature, seed, params.call_timeout_s)
     ledger.policy_calls += 1
-    ledger.tokens += int(completion.tokens)
-    if completion.error is not None:
+    ledger.tokens += int(reply.tokens)
+    if reply.error is not None:
         ledger.fail(policy.name)
         return None
-    steps, answer = family.split(completion.text)
+    steps, answer = family.split(reply.text)
     if answer is None:  # garbage, or cut off before its answer: a candidate must reach a final answer
         ledger.fail(policy.name)
         return None

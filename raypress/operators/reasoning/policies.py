@@ -1,5 +1,5 @@
 """Policies behind one interface (``types.Policy``): a local LM in a Ray actor, an OpenAI-compatible
-endpoint, and the wrapper that turns any failure into a counted ``Completion(error=...)``.
+endpoint, and the wrapper that turns any failure into a counted ``PolicyReply(error=...)``.
 
 Why an actor around the serving ``Engine``: many questions are searched at once and each round
 calls every policy; the engine's continuous batching turns those concurrent calls into batched
@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from raypress.operators.reasoning.types import Completion
+from raypress.operators.reasoning.types import PolicyReply
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -33,7 +33,7 @@ class LocalLMActor:
 
     async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None) -> dict[str, Any]:
         """One continuation; errors come back as data (an actor exception would cost a traceback per call)."""
-        from raypress.inference.engine import PromptTooLong
+        from raypress.inference.requests import PromptTooLong
 
         ids = self.engine.encode(prompt)
         room = self.engine.max_len - len(ids)
@@ -52,9 +52,9 @@ class LocalLMActor:
         return {"steps": s.total_steps, "tokens": s.total_tokens}
 
 
-def completion_from_actor(out: dict[str, Any]) -> Completion:
-    """What ``LocalLMActor.complete`` returns (plain data across Ray) as a ``Completion``."""
-    return Completion(out["text"], int(out["tokens"]), out["error"])
+def reply_from_actor(out: dict[str, Any]) -> PolicyReply:
+    """What ``LocalLMActor.complete`` returns (plain data across Ray) as a ``PolicyReply``."""
+    return PolicyReply(out["text"], int(out["tokens"]), out["error"])
 
 
 class ActorPolicy:
@@ -65,15 +65,15 @@ class ActorPolicy:
         self.actor = actor
         self.timeout_s = timeout_s
 
-    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> Completion:
+    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> PolicyReply:
         try:
             out = await asyncio.wait_for(self.actor.complete.remote(prompt, max_tokens, temperature, seed),
                                          self.timeout_s)
         except asyncio.TimeoutError:
-            return Completion("", 0, f"timeout after {self.timeout_s:.0f} s")
+            return PolicyReply("", 0, f"timeout after {self.timeout_s:.0f} s")
         except Exception as error:  # noqa: BLE001 - a dead actor is one more failed call, counted
-            return Completion("", 0, f"{type(error).__name__}: {error}")
-        return completion_from_actor(out)
+            return PolicyReply("", 0, f"{type(error).__name__}: {error}")
+        return reply_from_actor(out)
 
 
 class OpenAIPolicy:
@@ -91,7 +91,7 @@ class OpenAIPolicy:
         self.client = httpx.AsyncClient(timeout=timeout_s, headers=headers,
                                         limits=httpx.Limits(max_connections=256))
 
-    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> Completion:
+    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> PolicyReply:
         import httpx
 
         body: dict[str, Any] = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens,
@@ -103,16 +103,16 @@ class OpenAIPolicy:
         try:
             response = await self.client.post(self.url, json=body)
         except httpx.TimeoutException:
-            return Completion("", 0, "timeout")
+            return PolicyReply("", 0, "timeout")
         except httpx.HTTPError as error:
-            return Completion("", 0, f"{type(error).__name__}: {error}")
+            return PolicyReply("", 0, f"{type(error).__name__}: {error}")
         if response.status_code != 200:
-            return Completion("", 0, f"HTTP {response.status_code}: {response.text[:200]}")
+            return PolicyReply("", 0, f"HTTP {response.status_code}: {response.text[:200]}")
         try:
             data = response.json()
-            return Completion(data["choices"][0]["text"], int(data.get("usage", {}).get("completion_tokens", 0)))
+            return PolicyReply(data["choices"][0]["text"], int(data.get("usage", {}).get("completion_tokens", 0)))
         except (ValueError, KeyError, IndexError, TypeError) as error:
-            return Completion("", 0, f"malformed response: {error}")
+            return PolicyReply("", 0, f"malformed response: {error}")
 
     async def aclose(self) -> None:
         await self.client.aclose()

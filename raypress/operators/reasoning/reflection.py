@@ -12,15 +12,12 @@ import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from raypress.operators.reasoning.comcts import ROOT_ID, SearchResult, Tree
-from raypress.operators.reasoning.types import ANSWER_PREFIX, Task, TaskFamily
+from raypress.operators.reasoning.families.step_text import solution_text
+from raypress.operators.reasoning.search_result import SearchResult
+from raypress.operators.reasoning.search_tree import ROOT_ID, Tree
+from raypress.operators.reasoning.types import Task, TaskFamily
 
 DEFAULT_PHRASE = "The previous step is wrong, let's rethink it."
-
-
-def solution_text(steps: Sequence[str], answer: str) -> str:
-    """A solution in the common step format: one step per line, then ``Answer: <value>``."""
-    return "".join(f"{step}\n" for step in steps) + f"{ANSWER_PREFIX} {answer}"
 
 
 @dataclass

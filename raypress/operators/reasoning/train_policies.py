@@ -23,13 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.shared.moe_lm_training import MoELMTrainer, TrainMoELMParams
-from raypress.operators.reasoning.task_reader import task_from_row
+from raypress.operators.reasoning.families.step_text import solution_text
+from raypress.operators.reasoning.policy_set import KIND
+from raypress.operators.reasoning.task_rows import task_from_row
 from raypress.operators.reasoning.types import Task
 from raypress.operators.registry import register
+from raypress.operators.shared.moe_lm_training import MoELMTrainer, TrainMoELMParams
 from raypress.schema import ArtifactType
-
-KIND = "policy_set"
 
 
 class PolicySpec(BaseModel):
@@ -88,7 +88,7 @@ def without_questions(tasks: list[Task], banned: set[str]) -> list[Task]:
 
 def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int) -> list[tuple[str, str]]:
     """``n`` training examples ``(prompt, solution)`` for one policy, deterministic for ``spec.seed``."""
-    from raypress.operators.reasoning.tasks import get_family, solution_text
+    from raypress.operators.reasoning.tasks import get_family
 
     by_family: dict[str, list[Task]] = {}
     for task in tasks:
@@ -113,11 +113,11 @@ def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int) -> list[tuple[str
     return texts
 
 
-@register("train_policies")
-class TrainPolicies(Stage):
+@register("train_policies", requires={"torch": "reasoning", "tokenizers": "reasoning", "safetensors": "reasoning",
+                                    "reasoning_gym": "reasoning"})
+class TrainPolicies(Stage[TrainPoliciesParams]):
     """Train K small policy LMs (Ray Train), each on worked solutions from its own data mix -> a policy-set Model."""
 
-    Params = TrainPoliciesParams
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "exclude": ArtifactType.DATASET}
     # `exclude`: questions never to train on (the search and held-out sets): small task spaces
     # (two single-digit steps) repeat questions across generator seeds
@@ -128,7 +128,7 @@ class TrainPolicies(Stage):
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ModelArtifact:
         import ray.data
 
-        p: TrainPoliciesParams = self.params  # type: ignore[assignment]
+        p = self.params
         names = [spec.name for spec in p.policies]
         if len(set(names)) != len(names):
             raise ValueError(f"node {ctx.node_id!r}: policy names must be unique, got {names}")
@@ -169,11 +169,3 @@ class TrainPolicies(Stage):
         artifact = ModelArtifact(str(out_dir), config={"kind": KIND, "policies": trained, "order": names})
         artifact.save_manifest()
         return artifact
-
-
-def policy_dirs(artifact: ModelArtifact) -> dict[str, str]:
-    """Policy name -> Model dir, from a ``train_policies`` Model (or a single Model as one policy)."""
-    config = artifact.config or ModelArtifact.load(artifact.path).config
-    if config.get("kind") == KIND:
-        return {name: config["policies"][name]["path"] for name in config["order"]}
-    return {Path(artifact.path).name: artifact.path}

@@ -28,7 +28,7 @@ class Task:
 
 
 @dataclass(frozen=True)
-class Completion:
+class PolicyReply:
     """What one policy call returned: the continuation text, its token count, or why it failed."""
 
     text: str
@@ -62,11 +62,11 @@ class TaskFamily(Protocol):
 
 class Policy(Protocol):
     """A model that continues prompts. Must not raise for a bad generation: it returns a
-    ``Completion`` with ``error`` set, and the search counts the failure and goes on."""
+    ``PolicyReply`` with ``error`` set, and the search counts the failure and goes on."""
 
     name: str
 
-    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> Completion:
+    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> PolicyReply:
         ...
 
 

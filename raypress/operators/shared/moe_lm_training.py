@@ -1,6 +1,8 @@
-"""`train_moe_lm`: a text Dataset -> an MoE language model (HF format + tokenizer), trained with Ray Train.
+"""The MoE language-model trainer: a text Dataset -> an MoE LM (HF format + tokenizer), trained with Ray Train.
 
-The stage is a node of the same DAG as the curation that feeds it:
+Shared because it is the ``train_moe_lm`` op (``operators/moe/train_moe_lm.py``) and also what the
+reasoning stages train their policies with; it registers no op itself.  A node running it is a node
+of the same DAG as the curation that feeds it:
 
 1. tokenizer: loaded (``tokenizer`` param, or the ``init_from`` checkpoint's), else a byte-level
    BPE trained on the first ``tokenizer_max_chars`` characters of the input text;
@@ -289,13 +291,12 @@ def _train_loop(config: dict[str, Any]) -> dict[str, Any] | None:
 # the stage
 
 
-class MoELMTrainer(Stage):
+class MoELMTrainer(Stage[TrainMoELMParams]):
     """Train a mixture-of-experts language model (and its BPE tokenizer) on a text Dataset with Ray Train -> Model.
 
     Shared by the ``train_moe_lm`` op and the reasoning stages that train policies on it.
     The model is saved in the Hugging Face Mixtral layout (Qwen2-MoE with a shared expert)."""
 
-    Params = TrainMoELMParams
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
     output: ClassVar[ArtifactType] = ArtifactType.MODEL
     # The driver only coordinates; the Ray Train workers ask for their own CPUs/GPUs.

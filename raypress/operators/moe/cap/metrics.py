@@ -1,6 +1,6 @@
 """MoE-CAP benchmark summaries: per-phase S-MBU / S-MFU from engine step records, exact match, latencies.
 
-Why a separate module from ``moe_cap``: that one prices *one* forward pass from the config;
+Why a separate module from ``accounting``: that one prices *one* forward pass from the config;
 this one turns what a benchmark observed (the engine's ``StepRecord``s, client-side request
 timings, completions) into the numbers a Report shows.  Pure functions on plain data (records as
 dataclasses or the dicts a server sends), so the same code scores an in-process engine and a
@@ -62,7 +62,7 @@ def phase_passes(
     n_devices: int,
     phase: Phase,
 ) -> list[PassCost]:
-    """Every pass of ``phase`` that ran in ``step_records``, priced with ``moe_cap.cost_breakdown``.
+    """Every pass of ``phase`` that ran in ``step_records``, priced with ``accounting.cost_breakdown``.
 
     A prefill ran when ``admitted > 0`` and ``prefill_experts`` is non-empty (a failed forward
     leaves it empty); a decode when ``batch_size > 0`` and ``decode_experts`` is non-empty.

@@ -1,0 +1,135 @@
+"""The MoE-CAP benchmark's numbers and files: each level scored and priced, the Report and the radar.
+
+Why its own module: what a level *means* (accuracy by the chosen match, TTFT/TPOT percentiles,
+throughput, USD per million tokens, per-phase S-MBU/S-MFU from its step records) and what the
+Report holds (model and hardware blocks, cost constants, the dataset's skipped rows, samples,
+warnings, ``cap_radar.png``) are separate from how the requests were sent (``levels.py``) and
+from choosing the target (the ``moe_cap_benchmark`` op).  The arithmetic lives in
+``accounting.py`` / ``metrics.py``; this module assembles it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from raypress.artifacts import ReportArtifact
+from raypress.models.moe_config import MoEConfig
+from raypress.operators.base import RunContext
+from raypress.operators.moe.cap.accounting import cost_per_million_tokens, param_counts
+from raypress.operators.moe.cap.hardware import Hardware
+from raypress.operators.moe.cap.levels import LevelRun
+from raypress.operators.moe.cap.metrics import answer_match, latency_summary, normalise_answer, pass_utilisation, tpot
+from raypress.operators.moe.cap.radar import cap_radar
+from raypress.operators.moe.cap.target import CompletionResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from raypress.operators.moe.moe_cap_benchmark import CapBenchmarkParams
+
+SAMPLES = 5
+SCORING = {"exact": "exact match of the first line, whitespace collapsed",
+           "first_word": "exact match of the first whitespace-separated word"}
+
+
+def level_metrics(run: LevelRun, pairs: list[tuple[str, str]], config: MoEConfig, dtype: str,
+                  hardware: Hardware, p: "CapBenchmarkParams", node_id: str) -> dict[str, Any]:
+    """One level's numbers (one radar system); a RuntimeError naming the node when every request failed."""
+    ok = [r for r in run.results if isinstance(r, CompletionResult)]
+    errors = [r for r in run.results if not isinstance(r, CompletionResult)]
+    if not ok:
+        raise RuntimeError(f"moe_cap_benchmark node {node_id!r}: every request at concurrency "
+                           f"{run.concurrency} failed; first error: {errors[0]!r}")
+    correct = sum(isinstance(r, CompletionResult) and answer_match(r.text, answer, p.match)
+                  for r, (_, answer) in zip(run.results, pairs))
+    latency = latency_summary(
+        [r.ttft for r in ok], [tpot(r.ttft, r.e2e, r.completion_tokens) for r in ok],
+        [r.e2e for r in ok], [r.completion_tokens for r in ok], run.wall_seconds,
+    )
+    throughput = latency["throughput_tokens_per_s"]
+    cost = cost_per_million_tokens(throughput, hardware, p.n_devices, p.amortisation_years, p.utilisation,
+                                   p.usd_per_kwh)
+    return {
+        "system": f"c={run.concurrency}",
+        "concurrency": run.concurrency,
+        "errors": len(errors),
+        "error_samples": [repr(e)[:300] for e in errors[:3]],
+        "correct": int(correct),
+        "accuracy": correct / len(pairs),
+        **latency,
+        "prompt_tokens": sum(r.prompt_tokens or 0 for r in ok),
+        "cost_usd_per_mtok": cost,
+        "prefill": pass_utilisation(config, run.steps, dtype, hardware, p.n_devices, "prefill"),
+        "decode": pass_utilisation(config, run.steps, dtype, hardware, p.n_devices, "decode"),
+        "steps": len(run.steps),
+        "missed_steps": run.missed_steps,
+    }
+
+
+def event_fields(level: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of a level, for the run's ``cap_level`` event."""
+    return {"concurrency": level["concurrency"], "accuracy": level["accuracy"], "errors": level["errors"],
+            "throughput_tokens_per_s": level["throughput_tokens_per_s"], "ttft_p50_s": level["ttft_s"]["p50"],
+            "tpot_p50_s": level["tpot_s"]["p50"], "cost_usd_per_mtok": level["cost_usd_per_mtok"],
+            "prefill_s_mbu": level["prefill"]["s_mbu"], "decode_s_mbu": level["decode"]["s_mbu"],
+            "decode_s_mfu": level["decode"]["s_mfu"]}
+
+
+def config_summary(config: MoEConfig) -> dict[str, Any]:
+    """The model's shape and its total / active-per-token parameter counts."""
+    p = param_counts(config)
+    active = p.layers * (p.dense_per_layer + p.top_k * p.expert) + p.lm_head + p.final_norm
+    return {"architecture": config.architecture, "layers": config.num_hidden_layers,
+            "hidden_size": config.hidden_size, "experts": config.num_local_experts,
+            "top_k": config.num_experts_per_tok, "expert_intermediate_size": config.intermediate_size,
+            "shared_expert_intermediate_size": config.shared_expert_intermediate_size,
+            "vocab_size": config.vocab_size, "total_params": p.total, "active_params_per_token": active}
+
+
+def hardware_block(hw: Hardware, n_devices: int, dtype: str) -> dict[str, Any]:
+    """The peaks and prices the utilisations and costs were computed against, with their sources."""
+    return {"name": hw.name, "peak_bandwidth_bytes_per_s": hw.peak_bandwidth, "peak_flops": dict(hw.peak_flops),
+            "peak_flops_used": hw.flops(dtype), "dtype": dtype, "power_w": hw.power_w,
+            "capital_usd": hw.capital_usd, "measured": hw.measured, "sources": dict(hw.sources),
+            "n_devices": n_devices}
+
+
+def write_report(levels: list[dict[str, Any]], first: LevelRun, pairs: list[tuple[str, str]], rows_given: int,
+                 skipped: list[dict[str, Any]], info: dict[str, Any], config: MoEConfig, dtype: str,
+                 hardware: Hardware, p: "CapBenchmarkParams", ctx: RunContext) -> ReportArtifact:
+    """Draw the CAP radar and save ``report.json`` under ``reports/<node>/``; the Report."""
+    systems = {lv["system"]: {"accuracy": lv["accuracy"], "throughput": lv["throughput_tokens_per_s"],
+                              "cost": lv["cost_usd_per_mtok"]} for lv in levels}
+    radar = cap_radar(ctx.path("reports", ctx.node_id, "cap_radar.png"), systems,
+                      title=f"MoE-CAP: {info.get('model')} on {hardware.name}")
+    warnings = []
+    device = str(info.get("device", ""))
+    if hardware.measured == device.startswith("cuda"):
+        warnings.append(f"utilisation is against {hardware.name} peaks but the engine runs on {device!r}")
+    if skipped:
+        warnings.append(f"{len(skipped)} of {rows_given} rows skipped (see dataset.skipped): "
+                        f"their prompts do not fit the context of {info.get('max_len')} tokens")
+    samples = []
+    for result, (prompt, answer) in list(zip(first.results, pairs))[:SAMPLES]:
+        text = result.text if isinstance(result, CompletionResult) else f"<error: {result!r}>"
+        samples.append({"prompt": prompt[-300:], "answer": answer, "prediction": text,
+                        "normalised": normalise_answer(text), "correct": answer_match(text, answer, p.match)})
+    metrics = {
+        "benchmark": "moe_cap",
+        "target": {key: info.get(key) for key in ("model", "device", "dtype", "max_batch_size", "max_len")},
+        "model": config_summary(config),
+        "hardware": hardware_block(hardware, p.n_devices, dtype),
+        "cost_constants": {"usd_per_kwh": p.usd_per_kwh, "amortisation_years": p.amortisation_years,
+                           "utilisation": p.utilisation, "power_w": hardware.power_w,
+                           "capital_usd": hardware.capital_usd,
+                           "model": "(n_devices x capital / (years x utilisation) + n_devices x power x "
+                                    "usd_per_kwh) per generated token; idle power, host, cooling not included"},
+        "dataset": {"rows": rows_given, "benchmarked": len(pairs), "skipped": skipped,
+                    "prompt_key": p.prompt_key, "answer_key": p.answer_key, "scoring": SCORING[p.match]},
+        "sampling": {"max_tokens": p.max_tokens, "temperature": p.temperature},
+        "levels": levels,
+        "radar": str(radar),
+        "samples": samples,
+        "warnings": warnings,
+    }
+    report = ReportArtifact(str(ctx.path("reports", ctx.node_id, "report.json")), metrics)
+    report.save()
+    return report

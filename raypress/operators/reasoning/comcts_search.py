@@ -1,0 +1,216 @@
+"""``comcts_search``: Collective MCTS (and its baselines at equal budget) over every input question.
+
+Why one stage for all methods: the comparison is only fair when every method sees the same
+questions, the same policies (the same actors, so the same weights and batching) and the same
+budget accounting; each entry of ``runs`` is one method over one list of policies.
+
+Policies: local LMs from a ``train_policies`` Model (one Ray actor each, continuous batching
+inside) and/or OpenAI-compatible endpoints (``endpoints`` param, e.g. raypress's ``serve_llm``).
+Questions are searched concurrently (``concurrency`` in flight) on the driver's event loop: the
+search itself is cheap bookkeeping; the model calls it awaits are batched in the actors.
+
+Output rows (one per run × question): the run, the method and policies, the question and answer,
+solved / rounds / calls / tokens / failures, the whole tree, the best path, whether the solved
+path holds a step the exact checker calls wrong, the reflective path, and SFT records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
+from raypress.operators.base import Params, Resources, RunContext, Stage
+from raypress.operators.reasoning.judges import ExactStepJudge, ModelJudge
+from raypress.operators.reasoning.policies import OpenAIPolicy, start_local_policies, stop_local_policies
+from raypress.operators.reasoning.policy_set import policy_dirs
+from raypress.operators.reasoning.task_rows import task_from_row
+from raypress.operators.reasoning.types import Judge, Policy, Task
+from raypress.operators.registry import register
+from raypress.schema import ArtifactType
+
+BEST = "@best"  # in a run's policy list: the policy with the highest accuracy in the `direct` runs before it
+
+
+class RunSpec(BaseModel):
+    """One method over one list of policies (repeat a name for copies of one model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    method: Literal["comcts", "direct", "independent"]
+    policies: list[str] = Field(min_length=1)
+    judges: list[str] = Field(default_factory=lambda: ["exact"],
+                              description='"exact" (the family checker) and/or "policy:<name>" (a model grading)')
+
+
+class EndpointSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+
+
+class SearchStageParams(Params):
+    runs: list[RunSpec] = Field(min_length=1)
+    endpoints: list[EndpointSpec] = Field(default_factory=list, description="HTTP policies, by name")
+    search: dict[str, Any] = Field(default_factory=dict, description="SearchParams: temperature, threshold, c, "
+                                                                     "budget, max_tokens, ...")
+    reflection_phrase: str = "The previous step is wrong, let's rethink it."
+    limit: int | None = Field(None, ge=1, description="most questions searched")
+    concurrency: int = Field(256, ge=1, description="questions searched at once")
+    actor_cpus: float = Field(0.5, ge=0, description="CPUs reserved by each local policy actor")
+    max_batch_size: int = Field(64, ge=1, description="sequences each policy actor decodes at once")
+    timeout_s: float = Field(120.0, gt=0, description="per model call")
+    seed: int | None = None
+
+
+@register("comcts_search", requires={"torch": "reasoning", "tokenizers": "reasoning", "safetensors": "reasoning",
+                                     "reasoning_gym": "reasoning"})
+class ComctsSearch(Stage[SearchStageParams]):
+    """Collective MCTS and its baselines (direct, independent sampling, single-model, copies) over every question -> result rows."""
+
+    inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "policies": ArtifactType.MODEL}
+    optional_inputs: ClassVar[frozenset[str]] = frozenset({"policies"})
+    output: ClassVar[ArtifactType] = ArtifactType.DATASET
+    resources: ClassVar[Resources] = Resources(num_cpus=0)
+
+    def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> DatasetArtifact:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        import ray.data
+
+        p = self.params
+        rows = inputs["data"].ds.take_all() if p.limit is None else inputs["data"].ds.take(p.limit)  # type: ignore[union-attr]
+        tasks = [task_from_row(r) for r in rows]
+        local = policy_dirs(inputs["policies"]) if isinstance(inputs.get("policies"), ModelArtifact) else {}  # type: ignore[arg-type]
+        self._check_names(local, ctx.node_id)
+        actors = start_local_policies(local, p.actor_cpus, p.max_batch_size, p.timeout_s) if local else {}
+        policies: dict[str, Policy] = dict(actors)
+        for endpoint in p.endpoints:
+            key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
+            policies[endpoint.name] = OpenAIPolicy(endpoint.name, endpoint.base_url, endpoint.model, key, p.timeout_s)
+        try:
+            results = asyncio.run(self._all_runs(tasks, policies, ctx))
+        finally:
+            stop_local_policies(actors)
+        out_dir = Path(ctx.path("nodes", ctx.node_id, "results"))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for old in out_dir.glob("*.parquet"):
+            old.unlink()
+        pq.write_table(pa.Table.from_pylist(results), out_dir / "part-0.parquet")
+        return DatasetArtifact(ray.data.read_parquet(str(out_dir)), path=str(out_dir), rows=len(results))
+
+    def _check_names(self, local: dict[str, str], node_id: str) -> None:
+        p = self.params
+        known = set(local) | {e.name for e in p.endpoints}
+        for run in p.runs:
+            wanted = [n for n in run.policies if n != BEST]
+            wanted += [j.split(":", 1)[1] for j in run.judges if j.startswith("policy:")]
+            unknown = sorted(set(wanted) - known)
+            if unknown:
+                raise ValueError(f"node {node_id!r}, run {run.name!r}: unknown policies {unknown}; "
+                                 f"known: {sorted(known)}")
+            bad = [j for j in run.judges if j != "exact" and not j.startswith("policy:")]
+            if bad:
+                raise ValueError(f"node {node_id!r}, run {run.name!r}: judges must be 'exact' or 'policy:<name>', got {bad}")
+
+    async def _all_runs(self, tasks: list[Task], policies: dict[str, Policy], ctx: RunContext) -> list[dict[str, Any]]:
+        p = self.params
+        rows: list[dict[str, Any]] = []
+        direct_accuracy: dict[str, float] = {}
+        try:
+            for run in p.runs:
+                names = [self._resolve(n, direct_accuracy, run.name) for n in run.policies]
+                started = time.perf_counter()
+                run_rows = await self._one_run(run, names, tasks, policies)
+                solved = sum(r["solved"] for r in run_rows)
+                if run.method == "direct" and len(set(names)) == 1:
+                    direct_accuracy[names[0]] = solved / max(len(run_rows), 1)
+                ctx.event("search_run", run=run.name, method=run.method, policies=names, questions=len(run_rows),
+                          solved=solved, seconds=round(time.perf_counter() - started, 2),
+                          calls=sum(r["calls"] for r in run_rows))
+                rows += run_rows
+        finally:
+            for policy in policies.values():
+                close = getattr(policy, "aclose", None)
+                if close is not None:
+                    await close()
+        return rows
+
+    @staticmethod
+    def _resolve(name: str, direct_accuracy: dict[str, float], run: str) -> str:
+        if name != BEST:
+            return name
+        if not direct_accuracy:
+            raise ValueError(f"run {run!r} names {BEST} but no single-policy `direct` run came before it")
+        return max(direct_accuracy, key=lambda n: (direct_accuracy[n], -list(direct_accuracy).index(n)))
+
+    async def _one_run(self, run: RunSpec, names: list[str], tasks: list[Task],
+                       policies: dict[str, Policy]) -> list[dict[str, Any]]:
+        from raypress.operators.reasoning import comcts as core
+        from raypress.operators.reasoning.reflection import reflective_path, sft_records
+        from raypress.operators.reasoning.tasks import get_family
+
+        p = self.params
+        seed = p.seed if p.seed is not None else 0
+        gate = asyncio.Semaphore(p.concurrency)
+        # copies of one model are separate policy objects (called separately) over the same backend
+        members = [_Renamed(policies[n], f"{n}#{i}") if names.count(n) > 1 else policies[n]
+                   for i, n in enumerate(names)]
+
+        async def one(index: int, task: Task) -> dict[str, Any]:
+            family = get_family(task.family)
+            judges = _judges(run.judges, family, policies)
+            params = core.SearchParams(**{**p.search, "seed": seed * 1_000_003 + index})
+            async with gate:
+                if run.method == "direct":
+                    result = await core.direct(task, family, members[0], params)
+                elif run.method == "independent":
+                    result = await core.independent_sampling(task, family, members, params)
+                else:
+                    result = await core.comcts(task, family, members, judges, params, method=run.name)
+            reflective = None
+            if result.solved and result.tree is not None and result.best_path is not None:
+                reflective = reflective_path(result.tree, result.best_path.node_ids, p.reflection_phrase,
+                                             random.Random(params.seed), params.c)
+            row = result.to_row()
+            row.update(run=run.name, method=run.method, policies=json.dumps(names), family=task.family,
+                       question=task.question, answer=task.answer,
+                       reflective_path=json.dumps(dataclasses.asdict(reflective)) if reflective else None,
+                       sft=json.dumps(sft_records(task, family, result, reflective)))
+            return row
+
+        return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks))))
+
+
+class _Renamed:
+    """The same backend under another name (K copies of one model are K policies of the search)."""
+
+    def __init__(self, policy: Policy, name: str) -> None:
+        self.policy = policy
+        self.name = name
+
+    async def complete(self, prompt: str, max_tokens: int, temperature: float, seed: int | None = None) -> Any:
+        return await self.policy.complete(prompt, max_tokens, temperature, seed)
+
+
+def _judges(specs: Sequence[str], family: Any, policies: dict[str, Policy]) -> list[Judge]:
+    judges: list[Judge] = []
+    for spec in specs:
+        if spec == "exact":
+            judges.append(ExactStepJudge(family))
+        else:
+            judges.append(ModelJudge(policies[spec.split(":", 1)[1]], family))
+    return judges

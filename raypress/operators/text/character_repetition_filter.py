@@ -1,0 +1,41 @@
+"""character_repetition_filter (Data-Juicer): how much of a text is repeated character n-grams."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+from pydantic import Field, PositiveInt
+
+from raypress.operators.registry import register
+from raypress.operators.text.params import RatioParams
+from raypress.operators.text.range_filter import RangeTextFilter
+
+
+class CharacterRepetitionParams(RatioParams):
+    rep_len: PositiveInt = Field(default=10, description="length of the character n-grams")
+
+
+@register("character_repetition_filter")
+class CharacterRepetitionFilter(RangeTextFilter[CharacterRepetitionParams]):
+    """Keep samples whose character n-gram repetition ratio is within [min_ratio, max_ratio].
+
+    The ratio (BigScience's): of the distinct n-grams, take the k most frequent, k = min(floor(
+    sqrt(#distinct)), #distinct that occur more than once); ratio = their occurrences / all n-grams."""
+
+    stat = "char_rep_ratio"
+
+    def __init__(self, params: CharacterRepetitionParams, artifacts=None):
+        super().__init__(params, artifacts)
+        # Every n-gram, overlapping, in one C-level pass (a lookahead captures without consuming).
+        self._ngrams = re.compile("(?=(.{%d}))" % params.rep_len, re.DOTALL)
+
+    def stat_value(self, text: str) -> float:
+        total = len(text) - self.params.rep_len + 1
+        if total <= 0:
+            return 0.0
+        freqs = sorted(Counter(self._ngrams.findall(text)).values(), reverse=True)
+        repeated = len(freqs) - freqs.count(1)
+        k = min(math.isqrt(len(freqs)), repeated)
+        return sum(freqs[:k]) / total

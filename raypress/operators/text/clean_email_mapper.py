@@ -1,0 +1,16 @@
+"""clean_email_mapper (Data-Juicer): remove e-mail addresses with a regex."""
+
+from __future__ import annotations
+
+from raypress.operators.registry import register
+from raypress.operators.text.regex_clean import RegexCleanMapper, RegexCleanParams
+
+EMAIL_PATTERN = r"[A-Za-z0-9.\-+_]+@[a-z0-9.\-+_]+\.[a-z]+"
+
+
+@register("clean_email_mapper")
+class CleanEmailMapper(RegexCleanMapper[RegexCleanParams]):
+    """Remove e-mail addresses from text (Data-Juicer clean_email_mapper)."""
+
+    default_pattern = EMAIL_PATTERN
+    default_needle = "@"

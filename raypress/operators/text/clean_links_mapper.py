@@ -1,0 +1,26 @@
+"""clean_links_mapper (Data-Juicer): remove links with a regex."""
+
+from __future__ import annotations
+
+from raypress.operators.registry import register
+from raypress.operators.text.regex_clean import RegexCleanMapper, RegexCleanParams
+
+# Data-Juicer's pattern (after kallewesterling/CleanText): scheme URLs (http, ftp, mailto...),
+# www.* hosts and bare host/paths such as example.com/page.  Data-Juicer repeats ``[^\s()<>]+``
+# inside a ``+``, which backtracks exponentially on a long token with no valid last character
+# (e.g. "ab:c" followed by 30 dots); repeating single characters instead matches exactly the
+# same text (each character decides which branch applies) in linear time per start position.
+LINKS_PATTERN = (
+    r"(?i)\b("
+    r"(?:[a-z][\w-]+:(?:\/{1,3}|[a-z0-9%])|www\d{0,3}[.]|[a-z0-9.\-]+[.][a-z]{2,4}\/)"
+    r"(?:[^\s()<>]|\(([^\s()<>]|(\([^\s()<>]+\)))*\))"
+    r"+(?:\(([^\s()<>]|(\([^\s()<>]+\)))*\)|[^\s`!()\[\]{};:\'\".,<>?«»“”‘’])"
+    r")"
+)
+
+
+@register("clean_links_mapper")
+class CleanLinksMapper(RegexCleanMapper[RegexCleanParams]):
+    """Remove links (http/https/ftp URLs, www hosts, host/path) from text (Data-Juicer clean_links_mapper)."""
+
+    default_pattern = LINKS_PATTERN

@@ -1,0 +1,48 @@
+"""word_repetition_filter (Data-Juicer): how much of a text is repeated word n-grams.
+
+Words are split on ' ', '\\n', '\\t', lower-cased and stripped of special characters
+(words.refined_words)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pydantic import Field, PositiveInt
+
+from raypress.operators.registry import register
+from raypress.operators.text.batch import CodepointBatch
+from raypress.operators.text.params import TokenizedParams
+from raypress.operators.text.range_filter import RangeTextFilter
+from raypress.operators.text.words import refined_words
+
+
+class WordRepetitionParams(TokenizedParams):
+    rep_len: PositiveInt = Field(default=10, description="length of the word n-grams")
+    min_ratio: float = Field(default=0.0, description="keep samples whose ratio is >= min_ratio")
+    max_ratio: float = Field(default=0.5, description="keep samples whose ratio is <= max_ratio")
+
+
+@register("word_repetition_filter")
+class WordRepetitionFilter(RangeTextFilter[WordRepetitionParams]):
+    """Keep samples whose word n-gram repetition ratio is within [min_ratio, max_ratio].
+
+    Ratio = occurrences of the n-grams (of lower-cased words) that occur more than once / all n-grams."""
+
+    stat = "word_rep_ratio"
+
+    def stat_value(self, text: str) -> float:
+        return self._ratio(refined_words(text))
+
+    def batch_values(self, texts: list[str | None]) -> list[float]:
+        lowered = [t.lower() if t else "" for t in texts]
+        return [self._ratio(words) for words in CodepointBatch.of(lowered).words_per_row()]
+
+    def _ratio(self, words: list[str]) -> float:
+        n = self.params.rep_len
+        total = len(words) - n + 1
+        if total <= 0:
+            return 0.0
+        # Tuples of n words are equal exactly when Data-Juicer's ' '-joined n-grams are (words
+        # hold no spaces and are never empty), and need no joining.
+        freqs = Counter(zip(*(words[i:] for i in range(n)))).values()
+        return sum(f for f in freqs if f > 1) / total
