@@ -14,10 +14,9 @@ import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from raypress.inference.engine import Engine
     from raypress.inference.sampling import SamplingParams
 
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -85,12 +84,18 @@ class Failure:
     error: BaseException
 
 
+class RequestOwner(Protocol):
+    """What a handle needs of the engine that made it (a protocol, so this module needs no engine)."""
+
+    def _cancel(self, handle: "RequestHandle") -> None: ...
+
+
 class RequestHandle:
     """A submitted request: iterate its GenerationEvents once (``async for`` when it was added
     inside a running event loop, plain ``for`` otherwise), wait for ``result()``, or ``cancel()`` it."""
 
     def __init__(
-        self, engine: "Engine", request_id: str, prompt_ids: list[int], params: SamplingParams
+        self, engine: RequestOwner, request_id: str, prompt_ids: list[int], params: SamplingParams
     ) -> None:
         self.request_id = request_id
         self.prompt_ids = prompt_ids

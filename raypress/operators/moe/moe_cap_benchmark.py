@@ -31,46 +31,24 @@ import asyncio
 import concurrent.futures
 import os
 from collections.abc import Coroutine, Sequence
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import Field, PositiveInt
 
 from raypress.artifacts import Artifact, ReportArtifact
 from raypress.models.moe_config import MoEConfig
-from raypress.operators.base import Params, Resources, RunContext, Stage
+from raypress.operators.base import Resources, RunContext, Stage
 from raypress.operators.moe.cap.hardware import Hardware, get_hardware, with_costs
 from raypress.operators.moe.cap.http_client import HttpTarget
 from raypress.operators.moe.cap.in_process import InProcessTarget
 from raypress.operators.moe.cap.levels import SETTLE_S, run_level
 from raypress.operators.moe.cap.report import event_fields, level_metrics, write_report
 from raypress.operators.moe.cap.target import BenchmarkTarget
+from raypress.operators.moe.cap.params import CapBenchmarkParams
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType
 
 T = TypeVar("T")
 WARMUP_TOKENS = 4
-
-
-class CapBenchmarkParams(Params):
-    prompt_key: str = Field("prompt", description="column holding the prompt text")
-    answer_key: str = Field("answer", description="column holding the reference answer")
-    match: Literal["exact", "first_word"] = Field("exact", description="exact: first lines equal (whitespace "
-                                                  "collapsed); first_word: first words equal (cloze answers)")
-    limit: int = Field(64, ge=1, description="most rows benchmarked")
-    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1, 8], min_length=1,
-                                   description="requests in flight, one level (radar system) each")
-    max_tokens: int = Field(32, ge=1, description="completion tokens per request")
-    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0: greedy")
-    hardware: str = Field("cpu", description='"cpu" (measured here at start), "H200", "H100" or "A100"')
-    n_devices: int = Field(1, ge=1, description="devices the model runs on (utilisation and cost)")
-    usd_per_kwh: float = Field(0.15, gt=0, description="energy price (MoE-CAP's constant)")
-    amortisation_years: float = Field(3.0, gt=0, description="capital spread over this many years")
-    utilisation: float = Field(1.0, gt=0, le=1, description="fraction of those years spent serving")
-    power_w: float | None = Field(None, gt=0, description="override the hardware's power draw (W)")
-    capital_usd: float | None = Field(None, gt=0, description="override the hardware's price (USD)")
-    api_key_env: str | None = Field(None, description="env var holding the endpoint's bearer token "
-                                    "(None: the endpoint Report's api_key_env)")
-    timeout_s: float = Field(600.0, gt=0, description="per-request timeout")
 
 
 # ---- rows ---------------------------------------------------------------------------------------------

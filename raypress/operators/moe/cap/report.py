@@ -10,7 +10,7 @@ from choosing the target (the ``moe_cap_benchmark`` op).  The arithmetic lives i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raypress.artifacts import ReportArtifact
 from raypress.models.moe_config import MoEConfig
@@ -19,11 +19,10 @@ from raypress.operators.moe.cap.accounting import cost_per_million_tokens, param
 from raypress.operators.moe.cap.hardware import Hardware
 from raypress.operators.moe.cap.levels import LevelRun
 from raypress.operators.moe.cap.metrics import answer_match, latency_summary, normalise_answer, pass_utilisation, tpot
+from raypress.operators.moe.cap.params import CapBenchmarkParams
 from raypress.operators.moe.cap.radar import cap_radar
 from raypress.operators.moe.cap.target import CompletionResult
 
-if TYPE_CHECKING:  # pragma: no cover
-    from raypress.operators.moe.moe_cap_benchmark import CapBenchmarkParams
 
 SAMPLES = 5
 SCORING = {"exact": "exact match of the first line, whitespace collapsed",
@@ -31,7 +30,7 @@ SCORING = {"exact": "exact match of the first line, whitespace collapsed",
 
 
 def level_metrics(run: LevelRun, pairs: list[tuple[str, str]], config: MoEConfig, dtype: str,
-                  hardware: Hardware, p: "CapBenchmarkParams", node_id: str) -> dict[str, Any]:
+                  hardware: Hardware, p: CapBenchmarkParams, node_id: str) -> dict[str, Any]:
     """One level's numbers (one radar system); a RuntimeError naming the node when every request failed."""
     ok = [r for r in run.results if isinstance(r, CompletionResult)]
     errors = [r for r in run.results if not isinstance(r, CompletionResult)]
@@ -94,7 +93,7 @@ def hardware_block(hw: Hardware, n_devices: int, dtype: str) -> dict[str, Any]:
 
 def write_report(levels: list[dict[str, Any]], first: LevelRun, pairs: list[tuple[str, str]], rows_given: int,
                  skipped: list[dict[str, Any]], info: dict[str, Any], config: MoEConfig, dtype: str,
-                 hardware: Hardware, p: "CapBenchmarkParams", ctx: RunContext) -> ReportArtifact:
+                 hardware: Hardware, p: CapBenchmarkParams, ctx: RunContext) -> ReportArtifact:
     """Draw the CAP radar and save ``report.json`` under ``reports/<node>/``; the Report."""
     systems = {lv["system"]: {"accuracy": lv["accuracy"], "throughput": lv["throughput_tokens_per_s"],
                               "cost": lv["cost_usd_per_mtok"]} for lv in levels}

@@ -1,0 +1,32 @@
+"""The ``moe_cap_benchmark`` op's parameters, apart from the op so that the report writer
+(``cap/report.py``), which the op imports, can name them without an import cycle."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt
+
+from raypress.operators.base import Params
+
+
+class CapBenchmarkParams(Params):
+    prompt_key: str = Field("prompt", description="column holding the prompt text")
+    answer_key: str = Field("answer", description="column holding the reference answer")
+    match: Literal["exact", "first_word"] = Field("exact", description="exact: first lines equal (whitespace "
+                                                  "collapsed); first_word: first words equal (cloze answers)")
+    limit: int = Field(64, ge=1, description="most rows benchmarked")
+    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1, 8], min_length=1,
+                                   description="requests in flight, one level (radar system) each")
+    max_tokens: int = Field(32, ge=1, description="completion tokens per request")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0: greedy")
+    hardware: str = Field("cpu", description='"cpu" (measured here at start), "H200", "H100" or "A100"')
+    n_devices: int = Field(1, ge=1, description="devices the model runs on (utilisation and cost)")
+    usd_per_kwh: float = Field(0.15, gt=0, description="energy price (MoE-CAP's constant)")
+    amortisation_years: float = Field(3.0, gt=0, description="capital spread over this many years")
+    utilisation: float = Field(1.0, gt=0, le=1, description="fraction of those years spent serving")
+    power_w: float | None = Field(None, gt=0, description="override the hardware's power draw (W)")
+    capital_usd: float | None = Field(None, gt=0, description="override the hardware's price (USD)")
+    api_key_env: str | None = Field(None, description="env var holding the endpoint's bearer token "
+                                    "(None: the endpoint Report's api_key_env)")
+    timeout_s: float = Field(600.0, gt=0, description="per-request timeout")
