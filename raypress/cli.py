@@ -209,20 +209,26 @@ def analyze(file: str = typer.Argument(..., help="pipeline YAML"),
 @app.command()
 def submit(file: str = typer.Argument(..., help="pipeline YAML"),
            address: str = typer.Option(..., "--address", help="Ray dashboard address, e.g. http://HOST:8265"),
-           run_dir: Optional[str] = typer.Option(None, "--run-dir", help="run directory on the cluster"),
+           run_dir: Optional[str] = typer.Option(None, "--run-dir", help="run directory, relative to here as for "
+                                                 "`run` (default runs/<name>/<timestamp>); on a multi-node "
+                                                 "cluster, on storage every node mounts at the same path"),
            set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override"),
            pip: List[str] = typer.Option([], "--pip", help="extra pip requirement for the cluster's runtime env"),
-           no_follow: bool = typer.Option(False, "--no-follow", help="submit and return without streaming logs")):
-    """Submit a pipeline to a Ray cluster through the Jobs API; exit with the job's status."""
+           no_follow: bool = typer.Option(False, "--no-follow", help="submit and return without streaming logs"),
+           no_check: bool = typer.Option(False, "--no-check", help="skip the check of the cluster's Python and "
+                                         "paths (a probe job run first, a few seconds)")):
+    """Submit a pipeline to a Ray cluster through the Jobs API; exit with the job's status.
+
+    Paths in the pipeline mean what they mean to `run` here: relative ones are made absolute first."""
     from raypress.cluster import ClusterError, submit_pipeline
 
     _load_or_exit(file, set_)
     try:
         status = submit_pipeline(file, address, run_dir, list(set_), extra_pip=list(pip) or None,
-                                 follow=not no_follow,
+                                 follow=not no_follow, check=not no_check,
                                  echo=lambda s: out.print(s, markup=False, highlight=False, soft_wrap=True))
     except ClusterError as exc:
-        console.print(f"error: {exc}", markup=False)
+        console.print(f"error: {exc}", markup=False, soft_wrap=True)
         raise typer.Exit(2)
     out.print(f"job status: {status}")
     if no_follow:

@@ -1,19 +1,27 @@
 """Run a pipeline YAML on a Ray cluster through the Ray Jobs API (`raypress submit`).
 
 The job runs the same file with the same CLI (`raypress.cli run ... --address auto`) on the head
-node, so a pipeline behaves the same on a laptop and on a cluster. The runtime env ships what the
-job needs: this package (`py_modules`, no network needed), the pipeline's folder (`working_dir`,
-so relative paths in the YAML resolve), and optionally extra pip packages.
+node, so a pipeline behaves the same on a laptop and on a cluster. Paths mean what they mean to
+`run`: every relative path-like parameter (and the run directory) is made absolute against the
+directory `submit` runs in and passed as `--set` overrides, so the job's own working directory
+never matters. The runtime env ships this package (`py_modules`, no network needed), the pipeline
+file alone (`working_dir`) and optionally extra pip packages. Before the pipeline goes, a probe job
+with the same runtime env checks that the job's Python imports what the pipeline needs and sees its
+inputs, so a cluster that cannot run it is named with the fix instead of failing with a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
+import json
 import os
 import re
 import shlex
+import shutil
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -23,8 +31,12 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from raypress.dag.fingerprint import is_path_key
+
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
+
+    from raypress.dag.spec import PipelineSpec
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # Never uploaded: environments, VCS data, caches and earlier runs' outputs.
@@ -41,6 +53,51 @@ CONNECT_TIMEOUT_S = 5.0
 POLL_INTERVAL_S = 1.0
 SUBMIT_RETRY_S = 120.0
 NO_AGENT = "No available agent to submit job"
+# Import names of the core install (pyproject `dependencies`): what every pipeline needs.
+CORE_MODULES = ("ray", "pyarrow", "pydantic", "yaml", "typer", "rich", "numpy", "xxhash", "httpx", "emoji", "numba")
+RAYPRESS_ENTRY = "raypress.cli"  # what the job's entrypoint imports
+PROBE_FILE = "_raypress_probe.py"
+PROBE_SPEC = "_raypress_probe.json"
+PROBE_MARKER = "RAYPRESS_PROBE "
+PROBE_TIMEOUT_S = 900.0  # a --pip runtime env installs packages first
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+# Run on the cluster as `python _raypress_probe.py _raypress_probe.json`, stdlib only: it must
+# report on a Python that lacks everything else.
+PROBE_SCRIPT = '''\
+"""raypress submit's check, run as a Ray job just before the pipeline with the same runtime env:
+does the job's Python import what the pipeline needs, see its inputs and reach its outputs?"""
+import glob, importlib, json, os, platform, sys
+
+spec = json.load(open(sys.argv[1]))
+missing = {}
+for module in spec["modules"]:
+    try:
+        importlib.import_module(module)
+    except BaseException as e:  # a broken install can raise anything, SystemExit included
+        missing[module] = f"{type(e).__name__}: {e}"
+
+
+def seen(path):
+    if any(c in path for c in "*?["):
+        return bool(glob.glob(path, recursive=True))
+    return os.path.exists(path)
+
+
+def writable(path):
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+
+
+print("%s" + json.dumps({
+    "python": sys.executable, "version": platform.python_version(), "missing": missing,
+    "unseen": [label for label, path in spec["inputs"] if not seen(path)],
+    "unwritable": [label for label, path in spec["outputs"] if not writable(path)],
+}), flush=True)
+''' % PROBE_MARKER
 
 
 class ClusterError(RuntimeError):
@@ -55,34 +112,46 @@ def submit_pipeline(
     extra_pip: list[str] | None = None,
     follow: bool = True,
     echo: Callable[[str], Any] = print,
+    check: bool = True,
 ) -> str:
     """Submit `pipeline_path` as a Ray job at `address`; with `follow`, stream its logs and return
     the final status ("SUCCEEDED", "FAILED", "STOPPED"), else return the status right after
     submission.
 
     `address` is the head's dashboard URL (http://HEAD:8265) or a Ray address (HOST:6379,
-    ray://HOST:10001); None falls back to RAY_API_SERVER_ADDRESS / RAY_ADDRESS. `run_dir` is a
-    path on the cluster: give an absolute path on storage you can read back.
+    ray://HOST:10001); None falls back to RAY_API_SERVER_ADDRESS / RAY_ADDRESS. Relative paths,
+    `run_dir` included (default runs/NAME/TIMESTAMP, as `run`), are taken relative to the current
+    directory and made absolute: on a multi-node cluster they must be on storage every node
+    mounts at the same path. With `check`, a probe job first verifies the cluster's environment.
     """
     pipeline = _checked_pipeline(pipeline_path)
+    spec = _read_spec(pipeline, overrides)
+    resolved = resolved_path_overrides(spec)
+    run_dir = absolute_run_dir(run_dir, spec.name)
     client = connect(address)
-    if run_dir is None or not os.path.isabs(run_dir):
-        echo(
-            f"note: run dir {run_dir or '(default runs/...)'} is relative to the job's working "
-            "directory on the head node; pass --run-dir with an absolute path to keep outputs"
-        )
-    runtime_env = build_runtime_env(pipeline.parent, extra_pip, echo=echo)
-    entrypoint = build_entrypoint(pipeline.name, run_dir, overrides)
-    try:
-        job_id = _submit(
-            client,
-            pipeline.stem,
-            entrypoint=entrypoint,
-            runtime_env=runtime_env,
-            metadata={"raypress_pipeline": pipeline.name},
-        )
-    except Exception as e:  # upload refused, job server error, connection dropped
-        raise ClusterError(f"submitting to {address} failed: {_one_line(e)}") from e
+    if not _is_local(client.get_address()):
+        echo(f"note: inputs and the run directory ({run_dir}) must be on storage the cluster's nodes "
+             "mount at the same path (NFS/EFS), or on S3")
+    entrypoint = build_entrypoint(pipeline.name, run_dir, [*overrides, *resolved])
+    with tempfile.TemporaryDirectory(prefix="raypress-submit-") as folder:
+        working_dir = Path(folder)
+        shutil.copyfile(pipeline, working_dir / pipeline.name)  # the file alone: paths are absolute now
+        needed = _modules_needed(spec)
+        if check:
+            _write_probe(working_dir, needed, *_io_paths(spec, run_dir))
+        runtime_env = build_runtime_env(working_dir, extra_pip, echo=echo)
+        if check:
+            check_cluster(client, spec.name, runtime_env, needed, extra_pip, echo=echo)
+        try:
+            job_id = _submit(
+                client,
+                pipeline.stem,
+                entrypoint=entrypoint,
+                runtime_env=runtime_env,
+                metadata={"raypress_pipeline": pipeline.name},
+            )
+        except Exception as e:  # upload refused, job server error, connection dropped
+            raise ClusterError(f"submitting to {address} failed: {_one_line(e)}") from e
     echo(f"submitted job {job_id} to {client.get_address()}: {entrypoint}")
     try:
         if not follow:
@@ -93,6 +162,240 @@ def submit_pipeline(
         raise ClusterError(
             f"lost contact with {address} ({_one_line(e)}); job {job_id} may still be running"
         ) from e
+
+
+def _read_spec(pipeline: Path, overrides: Sequence[str]) -> PipelineSpec:
+    """The pipeline's spec with the overrides applied; a ClusterError naming its first problem."""
+    from raypress.dag.spec import read_spec
+    from raypress.dag.yaml_lines import PipelineFileError
+
+    try:
+        spec = read_spec(pipeline, list(overrides))
+    except PipelineFileError as e:
+        raise ClusterError(_one_line(e)) from e
+    if spec.problems:
+        raise ClusterError(f"{pipeline}: {spec.problems[0]} (raypress validate lists every problem)")
+    return spec
+
+
+def resolve_path(text: str, cwd: str | None = None) -> str:
+    """`text` as `run` started in `cwd` reads it: `~` expanded, relative made absolute; URLs and
+    `{run_dir}` paths (expanded on the cluster) as they are."""
+    if not text or "://" in text or "{run_dir}" in text:
+        return text
+    expanded = os.path.expanduser(text)
+    return expanded if os.path.isabs(expanded) else os.path.normpath(os.path.join(cwd or os.getcwd(), expanded))
+
+
+def _resolved(value: Any, under_path_key: bool, cwd: str | None) -> Any:
+    """`value` with every string under a path-like key resolved, at any depth (the keys
+    raypress.dag.fingerprint reads as files: `paths`, `data_files: {train: [...]}`, `*_dir`, ...)."""
+    if isinstance(value, str):
+        return resolve_path(value, cwd) if under_path_key else value
+    if isinstance(value, list):
+        return [_resolved(v, under_path_key, cwd) for v in value]
+    if isinstance(value, dict):
+        return {k: _resolved(v, under_path_key or is_path_key(str(k)), cwd) for k, v in value.items()}
+    return value
+
+
+def resolved_path_overrides(spec: PipelineSpec, cwd: str | None = None) -> list[str]:
+    """`NODE.PARAM=VALUE` overrides that make each node's path-like parameters absolute, for the
+    parameters that change (VALUE is JSON, which `--set` reads as YAML)."""
+    out = []
+    for node in spec.nodes:
+        for key, value in node.params.items():
+            new = _resolved(value, is_path_key(str(key)), cwd)
+            if new != value:
+                out.append(f"{node.id}.{key}={json.dumps(new)}")
+    return out
+
+
+def absolute_run_dir(run_dir: str | None, name: str, cwd: str | None = None) -> str:
+    """The run directory `run` would use here (default runs/NAME/TIMESTAMP), absolute."""
+    from raypress.dag.store import default_run_dir
+
+    return resolve_path(run_dir or default_run_dir(name), cwd)
+
+
+def _io_paths(spec: PipelineSpec, run_dir: str) -> tuple[list[list[str]], list[list[str]]]:
+    """([label, path] of each input that exists here, [label, path] of each output to reach).
+
+    An input missing here too is left to the run (its reader says "no file matches"): only what
+    this machine sees and the cluster does not is a visibility problem worth stopping for."""
+    from raypress.operators.base import OpKind
+    from raypress.operators.registry import get_op
+
+    inputs, outputs = [], [[f"--run-dir {run_dir}", run_dir]]
+    for node in spec.nodes:
+        try:
+            writer = (cls := get_op(node.op)) is not None and cls.kind == OpKind.WRITER
+        except Exception:  # the op cannot load here; validation said so already
+            writer = False
+        for key, value in node.params.items():
+            if not is_path_key(str(key)):
+                continue
+            for text in _path_strings(value):
+                path = resolve_path(text).replace("{run_dir}", run_dir)
+                label = f"{node.id}.{key}: {path}"
+                if writer:
+                    outputs.append([label, path])
+                elif os.path.isabs(path) and _exists_here(path):
+                    inputs.append([label, path])
+    return inputs, outputs
+
+
+def _path_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _path_strings(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _path_strings(v)
+
+
+def _exists_here(path: str) -> bool:
+    if any(c in path for c in "*?["):
+        return bool(glob.glob(path, recursive=True))
+    return os.path.exists(path)
+
+
+def _modules_needed(spec: PipelineSpec) -> dict[str, tuple[str, str] | None]:
+    """Import name -> (op, extra) that needs it, None for the core install and raypress itself."""
+    from raypress.operators.registry import requirements
+
+    needed: dict[str, tuple[str, str] | None] = dict.fromkeys(CORE_MODULES)
+    for node in spec.nodes:
+        for module, extra in requirements(node.op).items():
+            needed.setdefault(module, (node.op, extra))
+    needed[RAYPRESS_ENTRY] = None  # raypress itself (from py_modules), last: it imports the others
+    return needed
+
+
+def _write_probe(folder: Path, modules: dict[str, tuple[str, str] | None], inputs: list[list[str]],
+                 outputs: list[list[str]]) -> None:
+    """The probe and what it checks, into the job's working_dir (`python _raypress_probe.py ...`)."""
+    (folder / PROBE_FILE).write_text(PROBE_SCRIPT)
+    spec = {"modules": list(modules), "inputs": inputs, "outputs": outputs}
+    (folder / PROBE_SPEC).write_text(json.dumps(spec))
+
+
+def check_cluster(
+    client: JobSubmissionClient,
+    name: str,
+    runtime_env: dict[str, Any],
+    needed: dict[str, tuple[str, str] | None],
+    extra_pip: list[str] | None,
+    echo: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Run the probe (already in the runtime env's working_dir) as a job with the pipeline's runtime
+    env and wait for its report; a ClusterError naming the fix when the pipeline could not run.
+
+    The same runtime env means the same Python, packages and files the pipeline's job gets (Ray
+    caches the env, so the job does not pay for it twice). `needed`: see `_modules_needed`."""
+    try:
+        job_id = _submit(client, f"probe_{name}", entrypoint=f"python {PROBE_FILE} {PROBE_SPEC}",
+                         runtime_env=runtime_env, metadata={"raypress_probe": name})
+    except Exception as e:
+        raise ClusterError(f"submitting to {client.get_address()} failed: {_one_line(e)}") from e
+    try:
+        report = _probe_report(client, job_id)
+    finally:
+        with contextlib.suppress(Exception):  # its record is of no use once read
+            client.delete_job(job_id)
+    problems = cluster_problems(report, needed, extra_pip)
+    if problems:
+        raise ClusterError(" | ".join(problems))
+    echo(f"cluster check: ok (python {report['version']} at {report['python']})")
+    return report
+
+
+def cluster_problems(report: dict[str, Any], needed: dict[str, tuple[str, str] | None],
+                     extra_pip: list[str] | None = None) -> list[str]:
+    """What in the probe's report stops the pipeline from running there, each with its fix."""
+    problems = []
+    if report["missing"]:
+        problems.append(missing_packages_message(report, needed, extra_pip))
+    if report["unseen"]:
+        problems.append("the cluster cannot see these inputs, which this machine can: "
+                        + "; ".join(report["unseen"])
+                        + " (on a multi-node cluster inputs must be on storage every node mounts at the same "
+                        "path, e.g. NFS/EFS, or on S3)")
+    if report["unwritable"]:
+        problems.append("the cluster cannot create these outputs: " + "; ".join(report["unwritable"])
+                        + " (give --run-dir, and writers' paths, on storage the cluster can write)")
+    return problems
+
+
+def _probe_report(client: JobSubmissionClient, job_id: str) -> dict[str, Any]:
+    """The probe's JSON line, once it ends; a ClusterError saying why there is none."""
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    while not (status := client.get_job_status(job_id)).is_terminal():
+        if time.monotonic() > deadline:
+            with contextlib.suppress(Exception):
+                client.stop_job(job_id)
+            raise ClusterError(f"the cluster did not run the environment check in {PROBE_TIMEOUT_S:.0f} s "
+                               f"(job {job_id}); is it short of CPUs or stuck installing --pip packages?")
+        time.sleep(POLL_INTERVAL_S / 2)
+    logs = client.get_job_logs(job_id)
+    for line in logs.splitlines():
+        if line.startswith(PROBE_MARKER):
+            return json.loads(line[len(PROBE_MARKER):])
+    message = client.get_job_info(job_id).message or ""
+    detail = _one_line(message.split(", last available logs")[0] or logs[-500:])
+    if "not found" in logs and "python" in logs:
+        detail = f"there is no `python` on the head node's PATH ({_one_line(logs[-300:])})"
+    raise ClusterError(f"the cluster could not run the environment check ({status.value}): {detail}")
+
+
+def missing_packages_message(report: dict[str, Any], needed: dict[str, tuple[str, str] | None],
+                             extra_pip: list[str] | None = None) -> str:
+    """What the job's Python lacks and the two ways to fix it, in one line."""
+    missing = [m for m in report["missing"] if m != RAYPRESS_ENTRY]
+    if not missing:  # every package imports, raypress itself does not
+        return (f"the cluster's Python ({report['python']}) cannot import raypress: "
+                f"{report['missing'][RAYPRESS_ENTRY]}")
+    core = [m for m in missing if not needed.get(m)]
+    by_ops = {m: needed[m] for m in missing if needed.get(m)}
+    lacks = ", ".join([*([f"{', '.join(core)} (raypress's dependencies)"] if core else []),
+                       *(f"{m} (op {op}, extra {extra})" for m, (op, extra) in by_ops.items())])
+    extras = sorted({extra for _, extra in by_ops.values()})
+    install = f'pip install -e "$HOME/raypress{"[" + ",".join(extras) + "]" if extras else ""}"'
+    text = (f"the cluster's Python ({report['python']}, {report['version']}) lacks {lacks}, so the pipeline "
+            f"cannot run there. Fix: install raypress on every node into the Python Ray runs with "
+            f"(cluster.yaml's setup_commands: {install})")
+    if "ray" in missing:
+        return text + "; this Python has no ray at all, so it is not the one Ray runs with: check PATH on the head"
+    pips = [*(extra_pip or []), *(_pip_requirement(m) for m in missing)]
+    return text + ", or add them to this job: " + " ".join(f"--pip {shlex.quote(p)}" for p in pips)
+
+
+def _pip_requirement(module: str) -> str:
+    """The requirement raypress's metadata pins for the package that provides `module`
+    ('yaml' -> 'PyYAML>=6'); the bare name when unknown."""
+    import importlib.metadata
+
+    dists = importlib.metadata.packages_distributions().get(module, [module])
+    wanted = {_normalise(d) for d in dists}
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        for req in importlib.metadata.requires("raypress") or []:
+            spec = req.split(";")[0].strip()
+            name = re.split(r"[\[<>=!~ ]", spec, maxsplit=1)[0]
+            if _normalise(name) in wanted:
+                return re.sub(r"\[[^\]]*\]", "", spec)  # ray[data,...]==2.60.* -> ray==2.60.*
+    return dists[0]
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _is_local(address: str) -> bool:
+    """Whether the cluster's address is this machine (its head sees this machine's files)."""
+    host = urlsplit(address if "://" in address else f"//{address}").hostname or ""
+    return host in LOCAL_HOSTS or host == socket.gethostname()
 
 
 def _submit(client: JobSubmissionClient, name: str, **job: Any) -> str:

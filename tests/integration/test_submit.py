@@ -1,49 +1,44 @@
 """`raypress submit` against a real Ray head, and the submit errors a user sees.
 
 The head is a separate `ray start --head --block` process with its own ports, temp dir and auth
-token, so it never meets the in-process Ray that the `ray_session` fixture starts for other tests
-(this file does not use that fixture). `ray stop` would kill every Ray on the machine, the test
-session's included, so the head is stopped by signalling only its own processes, found in /proc:
-the tree below that `ray start` (the job driver, which Ray starts in a session of its own, is in
-it) plus anything whose command line names the head's private temp dir.
+token (tests/ray_cluster.py), so it never meets the in-process Ray that the `ray_session` fixture
+starts for other tests (this file does not use that fixture), and only its own processes are
+stopped.
 """
 
 from __future__ import annotations
 
-import contextlib
-
 import json
 import os
 import re
-import secrets
 import shlex
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
+import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from ray._private.thirdparty.pathspec import PathSpec  # what Ray applies `excludes` with
+from ray_cluster import Cluster, api_get, clean_env, free_port, local_cluster
 
 from raypress.cluster import (
+    CORE_MODULES,
     LARGE_FILE_BYTES,
+    PROBE_SCRIPT,
     ClusterError,
+    absolute_run_dir,
     build_entrypoint,
     build_runtime_env,
+    cluster_problems,
+    resolved_path_overrides,
     submit_pipeline,
 )
+from raypress.dag.spec import read_spec
 
 REPO = Path(__file__).resolve().parents[2]
-HEAD_START_TIMEOUT_S = 300
-HEAD_START_ATTEMPTS = 2
-HEAD_STARTED = "Ray runtime started."  # printed by `ray start` once the node is registered
 JOB_TIMEOUT_S = 600
 
 ROWS = ["hello", "hello world", "a quick brown fox", "ok"]
@@ -54,7 +49,7 @@ name: submit-smoke
 nodes:
   - id: docs
     op: read_jsonl
-    with: {paths: ["docs.jsonl"]}   # relative: resolves in the job's working_dir on the cluster
+    with: {paths: ["docs.jsonl"]}   # relative: to where `submit` runs, as for `run`
   - id: long
     op: words_num_filter
     input: docs
@@ -65,20 +60,25 @@ nodes:
     with: {path: "{run_dir}/out"}
 """
 
+# A Python that lacks typer and rich but has the rest (ray included): the `python` a job finds on a
+# head whose PATH leads to another environment than raypress's.
+HIDER = """\
+import os, sys
+from importlib.machinery import PathFinder
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_HIDDEN = set(filter(None, os.environ.get("RAYPRESS_HIDE", "").split(",")))
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's env minus any cluster address or auth setting, with the venv's bin first on
-    PATH (so the job's `python` is this interpreter)."""
-    dropped = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    return env | extra
+class _HidingPathFinder(PathFinder):
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname.split(".")[0] in _HIDDEN:
+            return None
+        return super().find_spec(fullname, path, target)
+
+
+sys.meta_path[:] = [_HidingPathFinder if f is PathFinder else f for f in sys.meta_path]
+"""
 
 
 def write_pipeline(folder: Path) -> Path:
@@ -89,140 +89,17 @@ def write_pipeline(folder: Path) -> Path:
     return path
 
 
-def head_processes(head: subprocess.Popen, temp_dir: str) -> list[int]:
-    """`ray start`'s process tree (ppid links survive the setsid Ray does for job drivers), plus
-    any process naming our temp dir that a crash orphaned; both from /proc, nothing else."""
-    children: dict[int, list[int]] = {}
-    orphans = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-        if temp_dir.encode() in cmdline:
-            orphans.append(int(entry))
-    found, todo = set(), [head.pid, *orphans]
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.add(pid)
-            todo += children.get(pid, [])
-    found.discard(os.getpid())
-    return sorted(found)
-
-
-def stop_head(head: subprocess.Popen, temp_dir: str) -> None:
-    """SIGTERM the head's processes, SIGKILL what is left after a grace period."""
-    pids = head_processes(head, temp_dir)
-    for sig, grace_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):  # already gone
-                os.kill(pid, sig)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            head.poll()  # reap our direct child so it does not linger as a zombie
-            pids = [p for p in pids if _alive(p)]
-            if not pids:
-                return
-            time.sleep(0.2)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def head_up(head: subprocess.Popen, url: str, token: str, log: Path) -> bool:
-    """Wait until `ray start` reports the node up and the Jobs API answers a listing (the
-    dashboard serves before the raylet has registered, and `ray start` tears everything down if
-    that takes over 30 s, which a loaded 2-core machine can miss); False if it gave up."""
-    request = urllib.request.Request(f"{url}/api/jobs/", headers={"Authorization": f"Bearer {token}"})
-    deadline = time.monotonic() + HEAD_START_TIMEOUT_S
-    while time.monotonic() < deadline and head.poll() is None:
-        if HEAD_STARTED in log.read_text(errors="replace"):
-            try:
-                with urllib.request.urlopen(request, timeout=10) as response:
-                    if response.status == 200:
-                        return True
-            except OSError:  # refused, reset, or an HTTP error while modules start
-                time.sleep(1)
-                continue
-        time.sleep(1)
-    return False
-
-
-def start_head(temp_dir: str, log: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    """`ray start --head --block` on fresh ports, detached into its own session."""
-    ray_exe = Path(sys.executable).with_name("ray")
-    dash_port = free_port()
-    cmd = [str(ray_exe) if ray_exe.exists() else shutil.which("ray") or "ray",
-           "start", "--head", "--block",
-           f"--port={free_port()}",
-           f"--dashboard-port={dash_port}",
-           "--dashboard-host=127.0.0.1",
-           "--include-dashboard=true",
-           f"--dashboard-agent-listen-port={free_port()}",
-           f"--dashboard-agent-grpc-port={free_port()}",  # every port fresh: the suite's own Ray runs beside it
-           f"--runtime-env-agent-port={free_port()}",
-           f"--ray-client-server-port={free_port()}",
-           f"--metrics-export-port={free_port()}",
-           "--num-cpus=2",
-           f"--object-store-memory={200 * 1024 * 1024}",
-           "--disable-usage-stats",
-           f"--temp-dir={temp_dir}"]
-    with open(log, "wb") as log_file:
-        head = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
-    return head, f"http://127.0.0.1:{dash_port}"
-
-
-@dataclass
-class Head:
-    url: str  # the dashboard / Jobs API
-    env: dict[str, str]  # what a client process needs: the head's token, no other cluster
-    log: Path  # `ray start` output: says when and why the head went down
-
-    def explain(self, output: str) -> str:
-        """A failed submission's output tail with the head's, for the assertion message."""
-        return f"{output[-4000:]}\n--- ray head log ---\n{self.log.read_text()[-2000:]}"
-
-
 @pytest.fixture(scope="module")
-def ray_head() -> Iterator[Head]:
-    """A private local Ray head (2 CPUs) with token auth from its own token file, as Ray 2.60
-    sets up a head wherever a token exists; torn down after the module."""
-    temp_dir = tempfile.mkdtemp(prefix="rps", dir="/tmp")  # short: Unix socket paths are capped
-    token = secrets.token_hex(32)
-    token_path = Path(temp_dir) / "auth_token"
-    token_path.write_text(token)
-    env = clean_env(RAY_AUTH_TOKEN_PATH=str(token_path))
-    head = None
-    try:
-        for attempt in range(HEAD_START_ATTEMPTS):
-            log = Path(temp_dir) / f"head-{attempt}.log"
-            head, url = start_head(temp_dir, log, env)
-            if head_up(head, url, token, log):
-                break
-            stop_head(head, temp_dir)
-        else:
-            pytest.fail(f"no ray head after {HEAD_START_ATTEMPTS} tries:\n{log.read_text()[-3000:]}")
-        yield Head(url, env, log)
-    finally:
-        if head is not None:
-            stop_head(head, temp_dir)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+def ray_head() -> Iterator[Cluster]:
+    """A private local Ray head (2 CPUs); torn down after the module."""
+    with local_cluster(num_cpus=2) as cluster:
+        yield cluster
 
 
-def submit(head: Head, pipeline: Path, *args: str) -> tuple[int, str]:
+def submit(head: Cluster, pipeline: Path | str, *args: str, cwd: Path = REPO) -> tuple[int, str]:
     proc = subprocess.run(
         [sys.executable, "-m", "raypress.cli", "submit", str(pipeline), "--address", head.url, *args],
-        cwd=REPO, env=head.env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S,
+        cwd=cwd, env=head.env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S,
     )
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -231,8 +108,11 @@ def submit(head: Head, pipeline: Path, *args: str) -> tuple[int, str]:
 def test_submit_runs_pipeline_on_a_ray_head(ray_head, tmp_path):
     pipeline = write_pipeline(tmp_path / "pipeline")
     run_dir = tmp_path / "run"
-    code, output = submit(ray_head, pipeline, "--run-dir", str(run_dir), "--set", "long.min_num=3")
+    # from the pipeline's folder, every path relative: each means what it means to `run` there
+    code, output = submit(ray_head, pipeline.name, "--run-dir", "../run", "--set", "long.min_num=3",
+                          cwd=pipeline.parent)
     assert code == 0, ray_head.explain(output)
+    assert "cluster check: ok" in output
     assert "SUCCEEDED" in output
     assert re.search(r"submitted job raypress_pipeline_[0-9a-f]{8}", output)
     assert "ledger adds up" in output, "the job's own log lines should stream back"
@@ -253,7 +133,7 @@ def test_submit_runs_pipeline_on_a_ray_head(ray_head, tmp_path):
 def test_a_job_that_fails_on_the_cluster_fails_the_command(ray_head, tmp_path):
     pipeline = write_pipeline(tmp_path / "pipeline")
     (pipeline.parent / "docs.jsonl").unlink()  # valid YAML, but the input is not there
-    code, output = submit(ray_head, pipeline, "--run-dir", str(tmp_path / "run"))
+    code, output = submit(ray_head, pipeline, "--run-dir", str(tmp_path / "run"), cwd=pipeline.parent)
     assert code == 1, ray_head.explain(output)
     assert "FAILED" in output and "SUCCEEDED" not in output
     assert "docs.jsonl" in output, "the cluster-side error should stream back"
@@ -317,3 +197,121 @@ def test_runtime_env_ships_package_and_folder_but_not_large_files(tmp_path):
     assert env["pip"] == ["reasoning-gym"]
     assert env["env_vars"]["RAY_TRAIN_V2_ENABLED"] == "1"
     assert "pip" not in build_runtime_env(tmp_path, None, echo=notes.append)
+
+
+@pytest.mark.integration
+def test_quickstart_submitted_from_the_repo_root_runs(ray_head, tmp_path):
+    """What a new user types first: the quickstart's relative glob names this checkout's venv."""
+    run_dir = tmp_path / "run"
+    code, output = submit(ray_head, "pipelines/quickstart.yaml", "--run-dir", str(run_dir), cwd=REPO)
+    assert code == 0, ray_head.explain(output)
+    assert "SUCCEEDED" in output
+    assert f"metadata.paths={json.dumps([str(REPO / '.venv/lib/python*/site-packages/*.dist-info/METADATA')])}" \
+        in output.replace("'", ""), "the relative glob should travel as an absolute --set"
+    ledger = json.loads((run_dir / "ledger.json").read_text())
+    assert ledger["adds_up"] is True and ledger["nodes"]["metadata"]["rows_out"] > 0
+    written = sum(pq.read_metadata(f).num_rows for f in (run_dir / "output").glob("*.parquet"))
+    assert written == ledger["nodes"]["output"]["rows_out"] > 0
+
+
+@pytest.mark.integration
+def test_a_cluster_python_without_raypress_deps_is_named_before_submitting(tmp_path):
+    """The job's `python` (first on the head's PATH) has ray but not typer or rich: the command
+    stops before the pipeline is submitted and names both fixes, no traceback."""
+    hider = tmp_path / "hider"
+    hider.mkdir()
+    (hider / "sitecustomize.py").write_text(HIDER)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{hider}:$PYTHONPATH" RAYPRESS_HIDE=typer,rich '
+                       f'exec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    env = clean_env()
+    env["PATH"] = os.pathsep.join([str(bin_dir), env["PATH"]])
+    pipeline = write_pipeline(tmp_path / "pipeline")
+    with local_cluster(num_cpus=1, env=env) as head:
+        code, output = submit(head, pipeline, "--run-dir", str(tmp_path / "run"), cwd=pipeline.parent)
+        jobs = api_get(f"{head.url}/api/jobs/", head.token)
+    assert code == 2, head.explain(output)
+    error = next(line for line in output.splitlines() if line.startswith("error: "))
+    assert "lacks typer, rich (raypress's dependencies)" in error
+    assert "--pip 'typer>=0.12' --pip 'rich>=13'" in error
+    assert "cluster.yaml" in error and 'pip install -e "$HOME/raypress"' in error
+    assert "Traceback" not in output and "submitted job" not in output
+    assert not [j for j in jobs if "raypress_pipeline" in (j.get("metadata") or {})], jobs
+
+
+def test_relative_paths_become_absolute_as_run_reads_them(tmp_path):
+    spec = read_spec(REPO / "pipelines" / "quickstart.yaml")
+    assert resolved_path_overrides(spec, cwd=str(REPO)) == [
+        "metadata.paths=" + json.dumps([str(REPO / ".venv/lib/python*/site-packages/*.dist-info/METADATA")])]
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("""\
+nodes:
+  - id: a
+    op: read_hf_dataset
+    with: {builder: json, data_files: {train: [data/a.jsonl, /abs/b.jsonl, "~/c.jsonl"]}}
+  - id: b
+    op: read_jsonl
+    with: {paths: ["s3://bucket/x.jsonl", "{run_dir}/nodes/y", ./z.jsonl]}
+  - id: out
+    op: write_parquet
+    input: b
+    with: {path: ../out, overwrite: true}
+""")
+    overrides = resolved_path_overrides(read_spec(recipe), cwd="/work/here")
+    home = os.path.expanduser("~")
+    assert overrides == [
+        "a.data_files=" + json.dumps({"train": ["/work/here/data/a.jsonl", "/abs/b.jsonl", f"{home}/c.jsonl"]}),
+        "b.paths=" + json.dumps(["s3://bucket/x.jsonl", "{run_dir}/nodes/y", "/work/here/z.jsonl"]),
+        "out.path=" + json.dumps("/work/out"),
+    ]
+
+
+def test_run_dir_defaults_to_runs_under_the_current_directory():
+    assert re.fullmatch(r"/work/here/runs/qs/\d{8}-\d{6}", absolute_run_dir(None, "qs", cwd="/work/here"))
+    assert absolute_run_dir("out/r1", "qs", cwd="/work/here") == "/work/here/out/r1"
+    assert absolute_run_dir("/abs/r1", "qs", cwd="/work/here") == "/abs/r1"
+
+
+def test_core_modules_are_pyprojects_dependencies():
+    """The probe checks what the core install provides: no more, no less."""
+    import importlib.metadata
+
+    names = {re.split(r"[\[<>=!~ ]", d, maxsplit=1)[0].lower()
+             for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]}
+    provides = importlib.metadata.packages_distributions()
+    assert {provides[m][0].lower() for m in CORE_MODULES} == names
+
+
+def test_probe_reports_what_this_python_lacks_cannot_see_or_cannot_write(tmp_path):
+    """The probe script as the cluster runs it (stdlib only), here."""
+    (tmp_path / "seen.jsonl").write_text("{}\n")
+    (tmp_path / "probe.py").write_text(PROBE_SCRIPT)
+    (tmp_path / "probe.json").write_text(json.dumps({
+        "modules": ["json", "no_such_module_rp"],
+        "inputs": [["a", str(tmp_path / "seen.jsonl")], ["b", str(tmp_path / "*.jsonl")],
+                   ["c", str(tmp_path / "gone.jsonl")], ["d", str(tmp_path / "*.parquet")]],
+        "outputs": [["e", str(tmp_path / "new" / "deeper")], ["f", str(tmp_path / "seen.jsonl" / "x")]],
+    }))
+    proc = subprocess.run([sys.executable, "-S", "probe.py", "probe.json"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("RAYPRESS_PROBE "))
+    report = json.loads(line.removeprefix("RAYPRESS_PROBE "))
+    assert list(report["missing"]) == ["no_such_module_rp"]
+    assert report["unseen"] == ["c", "d"]
+    assert report["unwritable"] == ["f"]
+    problems = cluster_problems(report, {"json": None, "no_such_module_rp": ("some_op", "curation")})
+    assert len(problems) == 3
+    assert "no_such_module_rp (op some_op, extra curation)" in problems[0]
+    assert 'pip install -e "$HOME/raypress[curation]"' in problems[0]
+    assert "cannot see these inputs, which this machine can: c; d" in problems[1]
+    assert "NFS" in problems[1]
+    assert "cannot create these outputs: f" in problems[2]
+
+
+def test_a_python_without_ray_is_told_to_fix_path_not_to_pip():
+    report = {"python": "/usr/bin/python3", "version": "3.11.2", "missing": {"ray": "x", "typer": "y"}}
+    (message,) = cluster_problems(report | {"unseen": [], "unwritable": []}, {"ray": None, "typer": None})
+    assert "has no ray at all" in message and "--pip" not in message
