@@ -240,7 +240,7 @@ def submit(file: str = typer.Argument(..., help="pipeline YAML"),
 def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameters")):
     """List every operator (kind, one-line doc), or one operator's parameters."""
     from raypress.operators.registry import OpUnavailable, get_op, known_names, missing_requirements, missing_text
-    from raypress.suggest import did_you_mean
+    from raypress.suggest import did_you_mean_op
 
     def load(op_name: str):
         """The op's class, or the line saying which extra it needs (a light install lacks some)."""
@@ -269,7 +269,7 @@ def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameter
         console.print(cls, markup=False)
         raise typer.Exit(2)
     if cls is None:
-        console.print(f"unknown op {name!r}{did_you_mean(name, known_names())}")
+        console.print(f"unknown op {name!r}{did_you_mean_op(name, known_names())}")
         raise typer.Exit(2)
     out.print(f"[bold]{name}[/] ({cls.kind.value}): {escape(cls.summary())}")
     inputs = ", ".join(f"{k}: {v.value}" for k, v in cls.inputs.items()) or "none"

@@ -104,7 +104,7 @@ class Runner:
         start = time.perf_counter()
         try:
             self._check_destinations()
-            ensure_ray(self.address)
+            ensure_ray(self.address or self.vp.spec.ray_address)  # --address wins over a recipe's ray_address
             from raypress.dag.timer import OpTimer
 
             self.timer = OpTimer.remote()
@@ -262,6 +262,15 @@ class Runner:
                               str(self.store.rejects_dir(sink.id)), str(self.store.quarantine_dir(sink.id)),
                               bool(self.settings.get("keep_rejects")), self.timer)
         tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow").take_all()
+        chain = [(n.id, n.op_cls.name, n.kind) for n in nodes]
+        counted, _ = segment_entries(chain, sum_tallies(tallies), expected_in, {})
+        try:  # before anything is committed: a run over its error budget leaves no (empty) export behind
+            self._check_error_budget(nodes, counted, sink.id)
+        except RunFailed:
+            self.ledger.nodes.update(counted)
+            if destination is not None:
+                destination.discard_staging()
+            raise
         written: dict[str, int] = {}
         commit_seconds = 0.0
         if writer is not None and destination is not None:
@@ -276,7 +285,6 @@ class Runner:
         for n in nodes:
             if n.kind not in STREAMING_KINDS and n.id not in seconds:  # readers/writers time their own work
                 seconds[n.id] = wall
-        chain = [(n.id, n.op_cls.name, n.kind) for n in nodes]
         entries, problems = segment_entries(chain, sum_tallies(tallies), expected_in, seconds)
         head = nodes[0]
         if head.kind in (OpKind.STAGE, OpKind.AGGREGATOR):

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from raypress.dag import dj_compat
 from raypress.dag.yaml_lines import LocatedDoc, load_located, read_pipeline_text
+from raypress.schema import STATS_COL
 from raypress.suggest import did_you_mean
 
-TOP_KEYS = ("name", "description", "settings", "nodes", "process", "dataset_path", "export_path",
-            "np", "project_name", "text_keys")
+NATIVE_TOP_KEYS = ("name", "description", "settings", "nodes")
+TOP_KEYS = NATIVE_TOP_KEYS + tuple(k for k in dj_compat.GLOBAL_KEYS if k not in NATIVE_TOP_KEYS)
 NODE_KEYS = ("id", "op", "with", "input", "mode", "description")
 NODE_MODES = ("run", "stats")
 
@@ -90,6 +93,9 @@ class PipelineSpec:
     nodes: list[NodeSpec]
     doc: LocatedDoc
     problems: list[Problem] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # accepted Data-Juicer keys: what raypress does instead
+    text_key: str | None = None  # Data-Juicer's `text_keys`: the default `text_key` of the recipe's ops
+    ray_address: str | None = None  # Data-Juicer's `ray_address` when it names a cluster (not "auto")
 
     def line(self, path: tuple) -> int | None:
         return self.doc.line(path)
@@ -150,8 +156,11 @@ def spec_from_doc(doc: LocatedDoc, overrides=(), default_name: str = "pipeline")
     if data.get("np") is not None:
         settings["np"] = data["np"]
 
+    dj = _read_dj_globals(data, doc, problems)
+    if data.get("open_tracer") is True and "keep_rejects" not in raw_settings:
+        settings["keep_rejects"] = True  # Data-Juicer's tracer shows what each op removed: rejects/ does
     if "process" in data:
-        nodes = _expand_process(data, doc, problems)
+        nodes = _expand_process(data, doc, problems, dj)
     else:
         nodes = _read_nodes(data, doc, problems)
 
@@ -162,6 +171,9 @@ def spec_from_doc(doc: LocatedDoc, overrides=(), default_name: str = "pipeline")
         nodes=nodes,
         doc=doc,
         problems=problems,
+        notices=dj.notices,
+        text_key=dj.text_key,
+        ray_address=dj.ray_address,
     )
     apply_overrides(spec, overrides)
     return spec
@@ -230,20 +242,165 @@ def _writer_for(path: str) -> str:
     return "write_hf_dataset"
 
 
-def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem]) -> list[NodeSpec]:
-    """Data-Juicer recipe -> a linear node list: reader, each `process` op, writer."""
+@dataclass
+class DjGlobals:
+    """Data-Juicer's global keys as raypress applies them (see ``raypress.dag.dj_compat``)."""
+
+    notices: list[str] = field(default_factory=list)
+    text_key: str | None = None
+    ray_address: str | None = None
+    shards: bool = False  # export_shard_size > 0: a folder of parts instead of one file
+    keep_stats: bool = False  # keep_stats_in_res_ds (Data-Juicer's default: false)
+    suffixes: list[str] = field(default_factory=list)
+    export_type: str | None = None
+
+
+EXPORT_TYPES = {"jsonl": "write_jsonl", "json": "write_jsonl", "parquet": "write_parquet"}
+CACHE_NOTICE = ("raypress keeps each step's output in the run directory and skips a step whose inputs and "
+                "config are unchanged when rerun with the same `--run-dir`; there is no Hugging Face cache")
+
+
+def _read_dj_globals(data: dict, doc: LocatedDoc, problems: list[Problem]) -> DjGlobals:
+    """Check and apply Data-Juicer's global keys; the accepted-but-different ones become notices."""
     f = doc.file
+    dj = DjGlobals()
+
+    def bad(key: str, message: str) -> None:
+        problems.append(Problem(f, doc.line((key,)), message, key=key))
+
+    def note(key: str, text: str) -> None:
+        line = doc.line((key,))
+        dj.notices.append(f"{f}:{line} `{key}`: {text}" if line else f"{f} `{key}`: {text}")
+
+    def flag(key: str) -> bool | None:
+        value = data.get(key)
+        if value is not None and not isinstance(value, bool):
+            bad(key, f"{key} must be true or false (got {value!r})")
+            return None
+        return value
+
+    for key, text in dj_compat.NOTICES.items():
+        if text and data.get(key) not in (None, False, [], {}, ""):
+            note(key, text)
+    keys = data.get("text_keys")
+    if isinstance(keys, str) and keys:
+        dj.text_key = keys
+    elif isinstance(keys, list) and keys and all(isinstance(k, str) and k for k in keys):
+        dj.text_key = keys[0]
+        if len(keys) > 1:
+            note("text_keys", f"raypress's text ops read one column each: {keys[0]!r} is every op's "
+                              "default `text_key` (give an op `text_key` to read another)")
+    elif keys is not None:
+        bad("text_keys", f"text_keys must be a column name or a list of them (got {keys!r})")
+    executor = data.get("executor_type")
+    if executor is not None and executor not in ("default", "ray"):
+        bad("executor_type", f"executor_type must be 'default' or 'ray' (got {executor!r}); "
+                             "raypress runs both on Ray")
+    address = data.get("ray_address")
+    if address is not None and not isinstance(address, str):
+        bad("ray_address", f"ray_address must be a string (got {address!r})")
+    elif address and address != "auto":
+        dj.ray_address = address
+    shard = data.get("export_shard_size")
+    if shard is not None and (not isinstance(shard, int) or isinstance(shard, bool) or shard < 0):
+        bad("export_shard_size", f"export_shard_size must be an integer >= 0 (got {shard!r})")
+    elif shard:
+        dj.shards = True
+        note("export_shard_size", "raypress writes the export as a folder of parts (one per Ray block, "
+                                  "not cut at a byte size), named after export_path without its suffix")
+    flag("export_in_parallel")  # raypress always writes parts in parallel and joins them
+    dj.keep_stats = bool(flag("keep_stats_in_res_ds"))
+    suffixes = data.get("suffixes")
+    if isinstance(suffixes, str):
+        suffixes = [suffixes]
+    if suffixes is not None and not (isinstance(suffixes, list) and all(isinstance(x, str) and x for x in suffixes)):
+        bad("suffixes", f"suffixes must be a list of file suffixes such as ['.jsonl'] (got {suffixes!r})")
+    elif suffixes:
+        dj.suffixes = ["." + x.lstrip(".") for x in suffixes]
+    for key in ("use_cache", "use_checkpoint"):
+        if flag(key):
+            note(key, CACHE_NOTICE)
+    for key in ("ds_cache_dir", "cache_compress"):
+        if data.get(key) is not None:
+            note(key, CACHE_NOTICE)
+    export_type = data.get("export_type")
+    if export_type is not None and export_type not in EXPORT_TYPES:
+        bad("export_type", f"raypress exports {', '.join(EXPORT_TYPES)} (got {export_type!r})")
+    elif export_type:
+        dj.export_type = export_type
+    return dj
+
+
+def _local_dataset(dataset: Any, doc: LocatedDoc, problems: list[Problem]) -> str | None:
+    """The path of Data-Juicer's `dataset: {configs: [{type: local, path: …}]}` (one local source)."""
+    configs = dataset.get("configs") if isinstance(dataset, dict) else None
+    if isinstance(configs, list) and len(configs) == 1 and isinstance(configs[0], dict):
+        cfg = configs[0]
+        if cfg.get("type") == "local" and isinstance(cfg.get("path"), str) and cfg["path"]:
+            return cfg["path"]
+        if cfg.get("type") == "remote":
+            problems.append(Problem(doc.file, doc.line(("dataset",)), f"a remote dataset ({cfg.get('source')}: "
+                                    f"{cfg.get('path')}) needs network access: download it and give its local "
+                                    "path as `dataset_path`", key="dataset"))
+            return None
+    problems.append(Problem(doc.file, doc.line(("dataset",)), "raypress reads `dataset_path` or one local "
+                            "source in `dataset.configs` (`type: local`, `path`); for several sources write "
+                            "a raypress `nodes:` pipeline", key="dataset"))
+    return None
+
+
+def _dataset_node(dataset_path: str, dj: DjGlobals, doc: LocatedDoc, problems: list[Problem]) -> NodeSpec:
+    """The reader for `dataset_path`: a file by its suffix; a folder by `suffixes` (Data-Juicer reads
+    the files with those suffixes below it), else as a Hugging Face dataset."""
+    reader = _reader_for(dataset_path)
+    if reader == "read_hf_dataset" and dj.suffixes:
+        readers = {_reader_for("x" + s) for s in dj.suffixes}
+        if len(readers) == 1 and "read_hf_dataset" not in readers:
+            root = dataset_path.rstrip("/")
+            return NodeSpec("dataset", readers.pop(), {"paths": [f"{root}/**/*{s}" for s in dj.suffixes]},
+                            None, ("dataset_path",))
+        problems.append(Problem(doc.file, doc.line(("suffixes",)), "raypress reads one kind of file per "
+                                f"recipe (.jsonl/.json, .parquet or .txt/.md), got {dj.suffixes}", key="suffixes"))
+    if reader == "read_hf_dataset":
+        return NodeSpec("dataset", reader, {"path": dataset_path}, None, ("dataset_path",))
+    return NodeSpec("dataset", reader, {"paths": [dataset_path]}, None, ("dataset_path",))
+
+
+def _export_node(export_path: str, prev: str | None, dj: DjGlobals) -> NodeSpec:
+    writer = EXPORT_TYPES[dj.export_type] if dj.export_type else _writer_for(export_path)
+    path = export_path
+    if dj.shards:
+        stem = Path(export_path)
+        path = str(stem.with_suffix("")) if stem.suffix else export_path
+    return NodeSpec("export", writer, {"path": path}, prev, ("export_path",))
+
+
+_EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _yaml11_number(value: Any) -> Any:
+    """`2e5` is a string to YAML 1.1 (it wants `2.0e+5`) but a number to Data-Juicer's parser, and
+    its recipes write it so (`max_num: 2e5`); an integral one becomes an int."""
+    if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()):
+        number = float(value)
+        return int(number) if number.is_integer() else number
+    return value
+
+
+def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem],
+                    dj: DjGlobals | None = None) -> list[NodeSpec]:
+    """Data-Juicer recipe -> a linear node list: reader, each `process` op, (stats dropped), writer."""
+    f = doc.file
+    dj = dj or DjGlobals()
     nodes: list[NodeSpec] = []
     dataset_path = data.get("dataset_path")
-    if not dataset_path:
+    if not dataset_path and "dataset" in data:
+        dataset_path = _local_dataset(data["dataset"], doc, problems)
+    elif not dataset_path:
         problems.append(Problem(f, doc.line(("process",)), "a `process:` recipe needs `dataset_path`",
                                 key="dataset_path"))
-    else:
-        reader = _reader_for(str(dataset_path))
-        params: dict[str, Any] = {"paths": [str(dataset_path)]}
-        if reader == "read_hf_dataset":
-            params = {"path": str(dataset_path)}
-        nodes.append(NodeSpec("dataset", reader, params, None, ("dataset_path",)))
+    if dataset_path:
+        nodes.append(_dataset_node(str(dataset_path), dj, doc, problems))
     process = data.get("process")
     if not isinstance(process, list):
         problems.append(Problem(f, doc.line(("process",)), "`process` must be a list of `{op_name: {params}}`",
@@ -258,15 +415,19 @@ def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem]) -> lis
             problems.append(Problem(f, doc.line(path), "each `process` item must be `{op_name: {params}}`"))
             continue
         (op, params), = item.items()
+        if isinstance(params, dict):
+            params = {k: _yaml11_number(v) for k, v in params.items()}
         seen[op] = seen.get(op, 0) + 1
         node_id = op if seen[op] == 1 else f"{op}_{seen[op]}"
         prev = nodes[-1].id if nodes else None
         nodes.append(NodeSpec(node_id, str(op), dict(params or {}), prev, path + (op,)))
     export_path = data.get("export_path")
     if export_path:
+        if not dj.keep_stats and nodes:  # Data-Juicer's export drops the filters' stats by default
+            nodes.append(NodeSpec("drop_stats", "drop_columns", {"columns": [STATS_COL]}, nodes[-1].id,
+                                  ("keep_stats_in_res_ds",) if "keep_stats_in_res_ds" in data else ("export_path",)))
         prev = nodes[-1].id if nodes else None
-        nodes.append(NodeSpec("export", _writer_for(str(export_path)), {"path": str(export_path)}, prev,
-                              ("export_path",)))
+        nodes.append(_export_node(str(export_path), prev, dj))
     return nodes
 
 

@@ -6,16 +6,18 @@ inputs, wrong input slots, cycles, artifact types that do not fit an edge, unkno
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from raypress.dag.dj_compat import unavailable_text
 from raypress.dag.spec import PipelineSpec, Problem, read_spec
 from raypress.dag.yaml_lines import PipelineFileError
 from raypress.operators.base import OpKind, Operator, Params
 from raypress.operators.registry import OpUnavailable, get_op, known_names, missing_requirements, missing_text
-from raypress.suggest import did_you_mean
+from raypress.suggest import did_you_mean, did_you_mean_op
 from raypress.schema import ArtifactType, ID_COL
 
 
@@ -64,7 +66,14 @@ def load_pipeline(path: str | Path, overrides=()) -> ValidatedPipeline:
         raise PipelineUnreadable([Problem(exc.file, exc.line, exc.message)]) from None
     except OSError as exc:
         raise PipelineUnreadable([Problem(str(path), None, f"cannot read pipeline: {exc.strerror or exc}")]) from None
+    print_notices(spec)
     return validate(spec)
+
+
+def print_notices(spec: PipelineSpec) -> None:
+    """One line per accepted Data-Juicer key that raypress handles its own way (stderr: not an error)."""
+    for notice in spec.notices:
+        print(f"note: {notice}", file=sys.stderr)
 
 
 def validate(spec: PipelineSpec) -> ValidatedPipeline:
@@ -96,9 +105,12 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
             continue
         if op_cls is None:
             if ns.op:
-                problems.append(Problem(f, spec.line(ns.path + ("op",)) or line,
-                                        f"unknown op {ns.op!r}{did_you_mean(ns.op, known)}", node=ns.id, key="op"))
+                problems.append(Problem(f, spec.line(ns.path + ("op",)) or line, unavailable_text(ns.op) or
+                                        f"unknown op {ns.op!r}{did_you_mean_op(ns.op, known)}", node=ns.id, key="op"))
             continue
+        if spec.text_key and ns.path[:1] == ("process",) and "text_key" not in ns.params \
+                and "text_key" in op_cls.Params.model_fields:  # Data-Juicer's `text_keys`
+            ns.params = {**ns.params, "text_key": spec.text_key}
         params = _validate_params(op_cls, ns, spec, problems)  # None when invalid: inputs still checked
         nodes[ns.id] = VNode(ns.id, op_cls, params, ns.params, ns.input_slots(), stats_only=ns.mode == "stats")
         if ns.mode == "stats" and op_cls.kind != OpKind.FILTER:

@@ -1,4 +1,4 @@
-"""image_count_filter, image_url_filter, image_size_filter on interleaved documents."""
+"""image_count_filter, image_url_filter, remove_images_by_shape_mapper on interleaved documents."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from raypress.operators.shared.documents import Document, documents_to_table, table_to_documents
 from raypress.operators.curation.image_count_filter import ImageCountFilter, image_counts
-from raypress.operators.curation.image_size_filter import ImageSizeFilter
 from raypress.operators.curation.image_url_filter import ImageUrlFilter, url_extension
+from raypress.operators.curation.remove_images_by_shape_mapper import RemoveImagesByShapeMapper
 from raypress.operators.registry import get_op
 
 
@@ -42,7 +42,7 @@ def run_filter(op, docs):
 def test_registered():
     assert get_op("image_count_filter") is ImageCountFilter
     assert get_op("image_url_filter") is ImageUrlFilter
-    assert get_op("image_size_filter") is ImageSizeFilter
+    assert get_op("remove_images_by_shape_mapper") is RemoveImagesByShapeMapper
 
 
 # -- image_count_filter --------------------------------------------------------------------------
@@ -126,17 +126,17 @@ def test_image_url_null_lists():
     assert op.drop_reasons(op.compute_stats(table)) == [None, None, None]
 
 
-# -- image_size_filter ---------------------------------------------------------------------------
+# -- remove_images_by_shape_mapper ---------------------------------------------------------------
 
 
 def sized(table):
-    """(refs kept, images_removed_size) per row."""
+    """(refs kept, images_removed_shape) per row."""
     docs = table_to_documents(table)
-    return [[r for r in d.images if r is not None] for d in docs], table.column("images_removed_size").to_pylist()
+    return [[r for r in d.images if r is not None] for d in docs], table.column("images_removed_shape").to_pylist()
 
 
-def test_image_size_boundaries_from_headers():
-    op = ImageSizeFilter(ImageSizeFilter.Params())
+def test_remove_by_shape_boundaries_from_headers():
+    op = RemoveImagesByShapeMapper(RemoveImagesByShapeMapper.Params())
     images = {
         "150x150": png(150, 150),  # both sides exactly min_side: kept
         "149x300": png(149, 300),  # a side one below min_side: removed
@@ -157,8 +157,8 @@ def test_image_size_boundaries_from_headers():
     assert all(len(m["sha256"]) == 64 for m in meta)
 
 
-def test_image_size_max_side_uses_metadata_without_bytes():
-    op = ImageSizeFilter(ImageSizeFilter.Params(max_aspect_ratio=10))
+def test_remove_by_shape_max_side_uses_metadata_without_bytes():
+    op = RemoveImagesByShapeMapper(RemoveImagesByShapeMapper.Params(max_aspect_ratio=10))
     d = doc(
         ("at_max", None, {"width": 20_000, "height": 10_000}),
         ("over_max", None, {"width": 20_001, "height": 10_000}),
@@ -169,18 +169,18 @@ def test_image_size_max_side_uses_metadata_without_bytes():
     assert kept == [["at_max", "meta_wins"]] and removed == [1]
 
 
-def test_image_size_pdf_aspect_ratio():
-    op = ImageSizeFilter(ImageSizeFilter.Params())
+def test_remove_by_shape_pdf_aspect_ratio():
+    op = RemoveImagesByShapeMapper(RemoveImagesByShapeMapper.Params())
     parts = [("r3", None, {"width": 900, "height": 300}), ("r3.01", None, {"width": 903, "height": 300})]
     html, pdf = doc("t", *parts, id="h", source="html"), doc("t", *parts, id="p", source="pdf")
     kept, removed = sized(op.process_batch(documents_to_table([html, pdf])))
     assert kept == [[], ["r3"]] and removed == [2, 1]
-    same = ImageSizeFilter(ImageSizeFilter.Params(max_aspect_ratio_pdf=None))
+    same = RemoveImagesByShapeMapper(RemoveImagesByShapeMapper.Params(max_aspect_ratio_pdf=None))
     assert sized(same.process_batch(documents_to_table([pdf])))[0] == [[]]
 
 
-def test_image_size_corrupt_missing_and_empty():
-    op = ImageSizeFilter(ImageSizeFilter.Params())
+def test_remove_by_shape_corrupt_missing_and_empty():
+    op = RemoveImagesByShapeMapper(RemoveImagesByShapeMapper.Params())
     good = png(400, 300)
     d = doc(
         "t",
@@ -197,8 +197,8 @@ def test_image_size_corrupt_missing_and_empty():
     assert removed == [5, 0, 0]
 
 
-def test_image_size_null_content_lists():
-    op = ImageSizeFilter(ImageSizeFilter.Params())
+def test_remove_by_shape_null_content_lists():
+    op = RemoveImagesByShapeMapper(RemoveImagesByShapeMapper.Params())
     table = documents_to_table([doc("t", ("a", png(200, 200)))])
     nulls = table.set_column(table.schema.get_field_index("image_metadata"), "image_metadata",
                              pa.nulls(1, table.schema.field("image_metadata").type))
@@ -206,20 +206,20 @@ def test_image_size_null_content_lists():
     assert kept == [["a"]] and removed == [0]
 
 
-def test_image_size_replaces_existing_column():
-    op = ImageSizeFilter(ImageSizeFilter.Params())
-    table = documents_to_table([doc("t", ("a", png(10, 10)))], extra={"images_removed_size": [7]})
+def test_remove_by_shape_replaces_existing_column():
+    op = RemoveImagesByShapeMapper(RemoveImagesByShapeMapper.Params())
+    table = documents_to_table([doc("t", ("a", png(10, 10)))], extra={"images_removed_shape": [7]})
     out = op.process_batch(table)
-    assert out.column_names.count("images_removed_size") == 1
-    assert out.column("images_removed_size").to_pylist() == [1]
+    assert out.column_names.count("images_removed_shape") == 1
+    assert out.column("images_removed_shape").to_pylist() == [1]
 
 
-def test_image_size_real_arxiv_figures(shared_data):
+def test_remove_by_shape_real_arxiv_figures(shared_data):
     """Real PNG/JPEG figures: 600x800 (kept), 1000x200 (ratio 5: removed), 20x20 (too small)."""
     root = shared_data / "arxiv" / "tex" / "images"
     names = ["im1.png", "im2_included.jpg", "im_not_included.png"]
     d = doc("t", *[(n, (root / n).read_bytes()) for n in names])
-    out = ImageSizeFilter(ImageSizeFilter.Params()).process_batch(documents_to_table([d]))
+    out = RemoveImagesByShapeMapper(RemoveImagesByShapeMapper.Params()).process_batch(documents_to_table([d]))
     kept, removed = sized(out)
     assert kept == [["im1.png"]] and removed == [2]
     (result,) = table_to_documents(out)

@@ -181,7 +181,8 @@ def test_data_juicer_process_shorthand(tmp_path):
         """))
     vp = load_pipeline(path)
     assert vp.spec.name == "dj-recipe"
-    assert vp.order == ["dataset", "clean_email_mapper", "words_num_filter", "words_num_filter_2", "export"]
+    assert vp.order == ["dataset", "clean_email_mapper", "words_num_filter", "words_num_filter_2", "drop_stats",
+                        "export"]  # drop_stats: Data-Juicer's keep_stats_in_res_ds defaults to false
     assert vp.nodes["dataset"].op_cls.name == "read_jsonl"
     assert vp.nodes["export"].op_cls.name == "write_jsonl"
     assert vp.nodes["words_num_filter"].params.min_num == 5

@@ -1,7 +1,7 @@
 """`image_count_filter`: MINT-1T's rule on how many images a document has (1 to 30).
 
 Counting runs on the Arrow list column directly (no per-row Python), so the filter costs little
-even where it runs after ``image_size_filter`` to drop documents that lost all their images.
+even where it runs after ``remove_images_by_shape_mapper`` to drop documents that lost all their images.
 """
 
 from __future__ import annotations

@@ -1,93 +1,62 @@
-"""`image_size_filter`: MINT-1T's rules on image sizes, applied to single images.
+"""`image_size_filter`: Data-Juicer's filter on the file size of a row's images.
 
-MINT-1T drops the image, not the page, so this op is a Mapper that removes image positions; a
-later ``image_count_filter`` then drops the documents it left without images.
+(raypress's MINT-1T op that removes images by their sides and aspect ratio, which carried this name
+before, is ``remove_images_by_shape_mapper``.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, field_validator, model_validator
 
-from raypress.operators.base import Mapper, Params
-from raypress.operators.curation.image_info import ImageInfo, image_info
+from raypress.operators.curation.dj_images import ImageListFilter, ImageListParams, RowImage, in_range, size_to_bytes
 from raypress.operators.registry import register
-from raypress.operators.shared.documents import CONTENT_COLUMNS, replace_documents, table_to_documents
+
+_MINT_PARAMS = {"min_side", "max_side", "max_aspect_ratio", "max_aspect_ratio_pdf"}
 
 
-class ImageSizeParams(Params):
-    min_side: PositiveInt = Field(default=150, description="remove images whose width or height is below this (px)")
-    max_side: PositiveInt = Field(default=20_000, description="remove images whose width or height is above this (px)")
-    max_aspect_ratio: PositiveFloat = Field(
-        default=2.0, description="remove images whose long side / short side exceeds this (MINT-1T HTML: 2)"
-    )
-    max_aspect_ratio_pdf: PositiveFloat | None = Field(
-        default=3.0,
-        description="the aspect-ratio limit for documents whose source is 'pdf' (MINT-1T: 3); "
-        "None: max_aspect_ratio applies to them too",
-    )
+class ImageSizeParams(ImageListParams):
+    min_size: str | int = Field(default="0", description="keep images of at least this many bytes: a whole number "
+                                "with an optional unit of powers of 1024 ('0', '124KB', '2MiB')")
+    max_size: str | int = Field(default="1TB", description="keep images of at most this many bytes ('1TB': no limit "
+                                "in practice)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mint_params_moved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and _MINT_PARAMS & set(data):
+            raise ValueError(f"{sorted(_MINT_PARAMS & set(data))}: image_size_filter is Data-Juicer's filter on "
+                             "image file sizes (min_size/max_size); MINT-1T's rules on image sides and aspect "
+                             "ratio are the op remove_images_by_shape_mapper")
+        return data
+
+    @field_validator("min_size", "max_size")
+    @classmethod
+    def _size(cls, value: str | int) -> str | int:
+        size_to_bytes(value)
+        return value
 
 
-@register("image_size_filter", requires={"PIL": "curation"})
-class ImageSizeFilter(Mapper[ImageSizeParams]):
-    """Remove images with a side outside [min_side, max_side] px or a long/short side ratio above
-    max_aspect_ratio (2 for HTML, 3 for PDF), and images whose bytes are not a readable image.
+@register("image_size_filter", requires={"PIL": "images"})
+class ImageSizeFilter(ImageListFilter[ImageSizeParams]):
+    """Keep rows whose images' file sizes are within [min_size, max_size] bytes, by any or all
+    of their images (Data-Juicer's op; rows without images are kept).
 
-    Sizes come from ``image_metadata`` height/width when set, else from the image header (no
-    pixel decoding, ``image_info``); what a header gives fills the null fields of
-    ``image_metadata`` (height, width, format, sha256).  Images with neither a size nor bytes
-    are removed too: they cannot be checked.  Adds ``images_removed_size`` (per document)."""
+    Sizes are the images' encoded bytes when the row carries them (``image_bytes``), else their
+    files' sizes; stat ``image_sizes`` (bytes, per image)."""
 
-    reads = CONTENT_COLUMNS + ("source",)
-    writes = CONTENT_COLUMNS + ("images_removed_size",)
+    stat_names = ("image_sizes",)
+    group = "image_sizes"
 
-    def image_ok(self, width: int, height: int, source: str | None) -> bool:
-        p = self.params
-        if min(width, height) < p.min_side or max(width, height) > p.max_side:
-            return False
-        limit = p.max_aspect_ratio_pdf if source == "pdf" and p.max_aspect_ratio_pdf is not None else p.max_aspect_ratio
-        return max(width, height) / min(width, height) <= limit
+    def __init__(self, params: ImageSizeParams, artifacts: dict | None = None):
+        super().__init__(params, artifacts)
+        self.min_bytes = size_to_bytes(params.min_size)
+        self.max_bytes = size_to_bytes(params.max_size)
 
-    def process_batch(self, table: pa.Table) -> pa.Table:
-        docs = table_to_documents(table)
-        removed = []
-        for doc in docs:
-            keep = []
-            for i, ref in enumerate(doc.images):
-                if ref is None:
-                    keep.append(True)
-                    continue
-                meta = doc.image_metadata[i]
-                size = _known_size(meta)
-                if size is None:
-                    info = image_info(doc.image_bytes[i])
-                    if info is not None:
-                        size = info.width, info.height
-                        doc.image_metadata[i] = _with_info(meta, info)
-                keep.append(size is not None and self.image_ok(size[0], size[1], doc.source))
-            removed.append(keep.count(False))
-            doc.keep_positions(keep)
-        out = replace_documents(table, docs)
-        column = pa.array(removed, pa.int64())
-        idx = out.schema.get_field_index("images_removed_size")
-        if idx >= 0:
-            return out.set_column(idx, "images_removed_size", column)
-        return out.append_column("images_removed_size", column)
+    def image_stats(self, image: RowImage) -> tuple[int]:
+        return (image.file_size(),)
 
-
-def _known_size(meta: dict[str, Any] | None) -> tuple[int, int] | None:
-    if not meta or not meta.get("width") or not meta.get("height"):
-        return None
-    return int(meta["width"]), int(meta["height"])
-
-
-def _with_info(meta: dict[str, Any] | None, info: ImageInfo) -> dict[str, Any]:
-    """``meta`` completed with what the header gave (its null fields only), so later ops (image
-    dedup, writers) need not read the image again."""
-    updated = dict(meta or {})
-    for name, value in info.metadata().items():
-        if updated.get(name) is None:
-            updated[name] = value
-    return updated
+    def image_reason(self, values: tuple[Any, ...]) -> str | None:
+        side = in_range(values[0], self.min_bytes, self.max_bytes)
+        return None if side is None else f"image_sizes {side}"

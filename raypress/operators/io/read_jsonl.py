@@ -3,6 +3,13 @@
 Reading survives bad lines: a line that is not a JSON object becomes an error tombstone (reason
 ``invalid_json``) and the rest of the file is still read; so does a record whose field types
 contradict the rest of its file (``schema_conflict``).
+
+Ids: a row keeps its own ``id`` (as a string) so the output joins back to the input; a row
+whose ``id`` is missing, null, empty or a repeat of an earlier row's in the same file gets
+``{path}:{line}`` instead (the first row with an id keeps it: file order decides, so the rule is
+deterministic).  Repeats across files are not detected here (that needs a shuffle of every id);
+files from one source rarely share ids, and ``assign_ids: true`` makes every id unique.  How many
+ids were assigned is reported as an ``ids_assigned`` event (events.jsonl) when the run ends.
 """
 
 from __future__ import annotations
@@ -12,12 +19,13 @@ from functools import partial
 from typing import Any, Iterator
 
 import pyarrow as pa
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext
 from raypress.operators.shared.files import Globs, expand_globs, map_files, open_maybe_compressed
 from raypress.operators.shared.rows import combine, ids_from_column, preview, put_ids, records_to_table, tombstones
 from raypress.operators.registry import register
+from raypress.schema import ID_COL
 
 CHUNK_LINES = 10_000  # lines per output table: bounded memory per worker, blocks of sensible size
 
@@ -26,10 +34,32 @@ class ReadJsonlParams(Params):
     paths: Globs = Field(description="glob patterns of files, relative to the current directory")
     id_key: str | None = Field(
         default=None,
-        description="field whose value (as a string) is the row id; rows lacking it become "
-        "'missing_id' tombstones. Without it, id = '{path}:{line}' (1-based line number) and an "
-        "'id' field in the data is replaced (set id_key: id to keep it)",
+        description="field whose value (as a string) is the row id, strictly: rows lacking it become "
+        "'missing_id' tombstones. Without it, a row keeps its own 'id' field (as a string) and gets "
+        "'{path}:{line}' (1-based line number) where 'id' is missing, null, empty or repeated in its file",
     )
+    assign_ids: bool = Field(default=False, description="true: every row gets '{path}:{line}' as its id, "
+                             "replacing any 'id' field in the data")
+
+    @model_validator(mode="after")
+    def _one_id_rule(self) -> "ReadJsonlParams":
+        if self.assign_ids and self.id_key is not None:
+            raise ValueError("assign_ids replaces every id, id_key reads them from a field: set one of them")
+        return self
+
+
+class AssignedIds:
+    """Sums, over a reader's files, the rows whose own id was missing or repeated (a Ray actor)."""
+
+    def __init__(self) -> None:
+        self.missing = self.repeated = 0
+
+    def add(self, missing: int, repeated: int) -> None:
+        self.missing += missing
+        self.repeated += repeated
+
+    def totals(self) -> dict[str, int]:
+        return {"assigned": self.missing + self.repeated, "missing": self.missing, "repeated": self.repeated}
 
 
 @register("read_jsonl")
@@ -41,12 +71,33 @@ class ReadJsonl(Reader[ReadJsonlParams]):
 
     def read(self, ctx: RunContext):
         files = expand_globs(self.params.paths)
-        return map_files(files, partial(read_jsonl_file, node=ctx.node_id, id_key=self.params.id_key), ctx=ctx)
+        keep = self.params.id_key is None and not self.params.assign_ids
+        counter = _counter(ctx) if keep else None
+        return map_files(files, partial(read_jsonl_file, node=ctx.node_id, id_key=self.params.id_key,
+                                        assign_ids=self.params.assign_ids, counter=counter), ctx=ctx)
 
 
-def read_jsonl_file(path: str, abs_path: str, node: str, id_key: str | None) -> Iterator[pa.Table]:
+def _counter(ctx: RunContext):
+    """An actor the file tasks report assigned ids to; its totals become an event when the run ends."""
+    import ray
+
+    counter = ray.remote(num_cpus=0)(AssignedIds).remote()
+
+    def report() -> None:
+        try:
+            totals = ray.get(counter.totals.remote(), timeout=30)
+        except Exception:  # noqa: BLE001 - Ray already gone (a failed run): nothing to report
+            return
+        ctx.event("ids_assigned", **totals)
+
+    ctx.defer(report)
+    return counter
+
+
+def read_jsonl_file(path: str, abs_path: str, node: str, id_key: str | None, assign_ids: bool = False,
+                    counter=None) -> Iterator[pa.Table]:
     """Parse one file into tables of at most ``CHUNK_LINES`` rows (live rows and tombstones)."""
-    chunk = _Chunk(node, id_key)
+    chunk = _Chunk(node, id_key, keep_ids=id_key is None and not assign_ids)
     line_no = 0
     with open_maybe_compressed(abs_path) as f:
         try:
@@ -59,13 +110,32 @@ def read_jsonl_file(path: str, abs_path: str, node: str, id_key: str | None) -> 
             chunk.dead(f"{path}:{line_no + 1}", "unreadable_file", f"{type(exc).__name__}: {exc}")
     if chunk.size:
         yield chunk.flush()
+    if counter is not None and (chunk.missing or chunk.repeated):
+        counter.add.remote(chunk.missing, chunk.repeated)
+
+
+def own_id(value: Any) -> str | None:
+    """A row's own ``id`` as a string (numbers as written, objects as JSON); None when it has none."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 class _Chunk:
-    """The lines of one output table: parsed records and tombstones, in file order."""
+    """The lines of one output table: parsed records and tombstones, in file order.
 
-    def __init__(self, node: str, id_key: str | None):
-        self.node, self.id_key = node, id_key
+    One per file: with ``keep_ids`` it remembers the file's ids to find repeats across chunks."""
+
+    def __init__(self, node: str, id_key: str | None, keep_ids: bool = False):
+        self.node, self.id_key, self.keep_ids = node, id_key, keep_ids
+        self.seen: set[str] = set()
+        self.missing = self.repeated = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -89,8 +159,22 @@ class _Chunk:
         if not isinstance(obj, dict):
             self.dead(row_id, "invalid_json", f"not a JSON object but a {type(obj).__name__}: {preview(line)}")
             return
+        if self.keep_ids:
+            row_id = self._own_or(obj, row_id)
+            obj[ID_COL] = row_id  # one string type: mixed id types must not make schema conflicts
         self.records.append(obj)
         self.record_ids.append(row_id)
+
+    def _own_or(self, obj: dict[str, Any], line_id: str) -> str:
+        own = own_id(obj.get(ID_COL))
+        if own is None:
+            self.missing += 1
+            return line_id
+        if own in self.seen:
+            self.repeated += 1
+            return line_id
+        self.seen.add(own)
+        return own
 
     def dead(self, row_id: str, reason: str, detail: str) -> None:
         self.dead_ids.append(row_id)

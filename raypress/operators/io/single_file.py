@@ -13,7 +13,8 @@ from raypress.operators.io.files_atomic import atomic_path
 
 
 def is_file_path(path: str, suffix: str) -> bool:
-    return str(path).lower().endswith(suffix)
+    """``.json`` counts as JSON Lines: Data-Juicer's `export_path: out.json` writes JSON Lines too."""
+    return str(path).lower().endswith((suffix, ".json") if suffix == ".jsonl" else suffix)
 
 
 def joined_path(parts: str, target: str) -> Path:

@@ -1,0 +1,136 @@
+"""Validate Data-Juicer's recipe library (tests/data/dj_recipes) with raypress, unchanged.
+
+Why: people arrive with Data-Juicer recipes; this counts how many raypress accepts as they are.
+Each recipe is validated in-process (what `raypress validate FILE` does, without a process per
+file) and lands in one of three outcomes:
+
+- ``ok``: validates unchanged;
+- ``unavailable``: fails, and every problem says "not available in raypress" (video and
+  generation ops whose models cannot be had here; the expected outcome for a multimodal recipe);
+- ``other``: anything else (unknown ops or keys, rejected params, a package not installed, ...).
+
+A recipe is ``text`` unless it uses an image, video or audio op or a generation op (``NON_TEXT``).
+Validation does not open ``dataset_path``: the recipes' placeholder paths (``/path/to/your/dataset``)
+are a run-time matter, so they cost nothing here.
+
+    .venv/bin/python bench/dj_recipes_validate.py             # per recipe, totals, missing ops
+    .venv/bin/python bench/dj_recipes_validate.py --problems  # and every problem of each failure
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RECIPES = Path(__file__).resolve().parents[1] / "tests" / "data" / "dj_recipes"
+UNAVAILABLE = "not available in raypress"
+# Ops that make a recipe multimodal or generative: media ops by prefix, generation ops by name.
+NON_TEXT_PREFIXES = ("image_", "video_", "audio_", "imgdiff_")
+NON_TEXT = {"sdxl_prompt2prompt_mapper", "optimize_prompt_mapper", "phrase_grounding_recall_filter"}
+
+
+@dataclass
+class Outcome:
+    recipe: str  # path relative to RECIPES
+    text_only: bool
+    outcome: str  # ok | unavailable | other
+    unknown_ops: list[str] = field(default_factory=list)  # "unknown op" problems
+    unavailable_ops: list[str] = field(default_factory=list)  # "not available in raypress" problems
+    problems: list[str] = field(default_factory=list)  # every problem, one line each
+    notes: list[str] = field(default_factory=list)  # keys accepted with a notice of what raypress does
+
+
+def recipe_files() -> list[Path]:
+    return sorted(RECIPES.rglob("*.yaml"))
+
+
+def is_non_text_op(op: str) -> bool:
+    return op.startswith(NON_TEXT_PREFIXES) or op in NON_TEXT
+
+
+def classify(path: Path) -> Outcome:
+    """Validate one recipe as raypress would and sort its problems."""
+    from raypress.dag.spec import read_spec
+    from raypress.dag.validate import PipelineInvalid, load_pipeline
+
+    name = str(path.relative_to(RECIPES))
+    try:
+        op_of = {n.id: n.op for n in read_spec(path).nodes}
+    except Exception:  # unreadable: load_pipeline reports it below
+        op_of = {}
+    text_only = not any(is_non_text_op(op) for op in op_of.values())
+    notes = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(notes):
+            load_pipeline(path)
+    except PipelineInvalid as exc:
+        out = Outcome(name, text_only, "other", problems=[_short(str(p)) for p in exc.problems])
+        for p in exc.problems:
+            op = op_of.get(p.node or "", p.node or "?")
+            if UNAVAILABLE in p.message:
+                out.unavailable_ops.append(op)
+            elif p.key == "op" and p.message.startswith("unknown op"):
+                out.unknown_ops.append(op)
+        if all(UNAVAILABLE in p.message for p in exc.problems):
+            out.outcome = "unavailable"
+    except Exception as exc:  # a crash in validate is a finding, not a reason to stop counting
+        out = Outcome(name, text_only, "other", problems=[f"validate raised {type(exc).__name__}: {exc}"])
+    else:
+        out = Outcome(name, text_only, "ok")
+    out.notes = [_short(line) for line in notes.getvalue().splitlines() if line.strip()]
+    return out
+
+
+def _short(problem: str) -> str:
+    return re.sub(r"^(note: )?\S*/dj_recipes/", r"\1", problem)
+
+
+def classify_all() -> list[Outcome]:
+    return [classify(p) for p in recipe_files()]
+
+
+def report(outcomes: list[Outcome], show_problems: bool = False) -> str:
+    lines = []
+    width = max(len(o.recipe) for o in outcomes)
+    lines.append(f"{'recipe':<{width}}  kind   outcome      ops not in raypress (unknown / unavailable)")
+    for o in outcomes:
+        ops = ", ".join(dict.fromkeys(o.unknown_ops)) or "-"
+        if o.unavailable_ops:
+            ops += " / " + ", ".join(dict.fromkeys(o.unavailable_ops))
+        others = sum(UNAVAILABLE not in p and not p.split(": ", 1)[-1].startswith("unknown op") for p in o.problems)
+        extra = f"  (+{others} other problem(s))" if others else ""
+        lines.append(f"{o.recipe:<{width}}  {'text' if o.text_only else 'media':<5}  {o.outcome:<11}  {ops}{extra}")
+        if show_problems:
+            lines.extend(f"    {p}" for p in o.problems + o.notes)
+    text = [o for o in outcomes if o.text_only]
+    media = [o for o in outcomes if not o.text_only]
+    n_ok = sum(o.outcome == "ok" for o in outcomes)
+    lines.append("")
+    lines.append(f"text-only recipes validating unchanged: {sum(o.outcome == 'ok' for o in text)}/{len(text)}")
+    lines.append(f"multimodal/generation recipes validating unchanged: {sum(o.outcome == 'ok' for o in media)}"
+                 f"/{len(media)}, failing only on ops not available in raypress: "
+                 f"{sum(o.outcome == 'unavailable' for o in media)}/{len(media)}")
+    missing = Counter(op for o in outcomes for op in set(o.unknown_ops))
+    unavailable = Counter(op for o in outcomes for op in set(o.unavailable_ops))
+    lines.append("unknown ops by number of recipes: "
+                 + (", ".join(f"{op} {n}" for op, n in missing.most_common()) or "none"))
+    lines.append("ops 'not available in raypress' by number of recipes: "
+                 + (", ".join(f"{op} {n}" for op, n in unavailable.most_common()) or "none"))
+    lines.append(f"validate unchanged: {n_ok}/{len(outcomes)} (before issue 19: 0/40, 0/41 with this copy)")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--problems", action="store_true", help="print every problem of each failing recipe")
+    args = ap.parse_args()
+    print(report(classify_all(), show_problems=args.problems))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""``document_simhash_deduplicator``: Data-Juicer's SimHash near-dedup, distributed and deterministic.
+
+Same parameters, defaults and SimHash as Data-Juicer's op (see ``simhash``): documents whose
+64-bit SimHashes differ in at most ``hamming_distance`` bits are linked, and each connected
+component keeps one document.  Data-Juicer keeps the first in dataset order, which a distributed
+dataset does not have: here the smallest ``id`` (the first, for ids in input order).  The flow is
+the MinHash op's, with SimHash blocks in place of LSH bands; the driver sees object references and
+one integer per task only:
+
+1. per input block, ``simhash_step``: one row ``(block_key, combo, simhash, id, blk)`` per
+   document and choice of blocks, shuffled by ``block_key``;
+2. per partition, ``pairs_step``: equal SimHashes and pairs within the Hamming distance become
+   edges;
+3. ``connected_components`` labels every document of a component with its smallest id;
+4. the labels go back to their blocks, where labelled rows become DUPLICATE tombstones (reason:
+   the kept id) and rows whose text is not a string ERROR tombstones.  Texts never move.
+
+The output is the same for any block, partition or worker count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+
+from raypress.operators.base import Deduplicator, Params, RunContext, json_detail
+from raypress.operators.dedup.connected_components import LABEL, NODE, NODE_BLK, connected_components
+from raypress.operators.dedup.minhash_lsh import bad_texts
+from raypress.operators.dedup.minhash_shingles import TOKENIZATIONS
+from raypress.operators.dedup.simhash import SimhashConfig, check_blocks, pairs_step, simhash_step
+from raypress.operators.dedup.task_shuffle import concat, run_step, total
+from raypress.operators.registry import register
+from raypress.operators.shared.unicode_regex import compile_pattern
+from raypress.schema import DETAIL_COL, ID_COL, KIND_COL, NODE_COL, REASON_COL, TombstoneKind, ensure_tombstone_columns
+
+if TYPE_CHECKING:  # pragma: no cover
+    import ray.data
+
+DETAIL_KEY = "simhash_component"
+
+
+class SimhashParams(Params):
+    text_key: str = Field("text", description="column holding the document text")
+    tokenization: str = Field("space", description="shingle tokens: 'space' (words), 'punctuation' "
+                              "(pieces between punctuation marks) or 'character'")
+    window_size: PositiveInt = Field(6, description="tokens per shingle")
+    lowercase: bool = Field(True, description="lowercase the text before shingling")
+    ignore_pattern: str | None = Field(None, description="regex whose matches are removed before shingling")
+    num_blocks: PositiveInt = Field(6, description="blocks the 64 SimHash bits are cut into to find candidates")
+    hamming_distance: NonNegativeInt = Field(4, description="documents whose SimHashes differ in at most this "
+                                             "many bits are near duplicates (must be < num_blocks)")
+    num_partitions: PositiveInt | None = Field(None, description="shuffle partitions (default: one per "
+                                               "100,000 input rows, at most 200)")
+
+    @field_validator("tokenization")
+    @classmethod
+    def _known_tokenization(cls, value: str) -> str:
+        if value not in TOKENIZATIONS:
+            raise ValueError(f"unknown tokenization {value!r}; expected one of {TOKENIZATIONS}")
+        return value
+
+    @field_validator("ignore_pattern")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value:
+            try:
+                compile_pattern(value)
+            except ValueError as exc:
+                raise ValueError(f"ignore_pattern is not a valid regular expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _blocks_fit(self) -> "SimhashParams":
+        check_blocks(self.num_blocks, self.hamming_distance)
+        return self
+
+
+@register("document_simhash_deduplicator")
+class DocumentSimhashDeduplicator(Deduplicator[SimhashParams]):
+    """Near-duplicate documents by 64-bit SimHash (Hamming distance <= hamming_distance): each
+    cluster keeps its smallest id; the others leave as duplicates naming it."""
+
+    reads: ClassVar[tuple[str, ...]] = (ID_COL,)
+
+    def config(self) -> SimhashConfig:
+        p = self.params
+        return SimhashConfig(op=self.name, text_key=p.text_key, tokenization=p.tokenization,
+                             window_size=p.window_size, lowercase=p.lowercase, ignore_pattern=p.ignore_pattern,
+                             num_blocks=p.num_blocks, hamming_distance=p.hamming_distance)
+
+    def apply(self, ds: "ray.data.Dataset", ctx: RunContext) -> "ray.data.Dataset":
+        import ray.data
+
+        p = self.params
+        if ctx.input_rows is None:  # called outside a run: size the default shuffle by the input
+            ctx = dataclasses.replace(ctx, input_rows=ds.count())
+        if ctx.input_rows == 0:
+            return ds
+        schema = ds.schema()
+        columns = list(schema.names) if schema is not None else []
+        if columns and p.text_key not in columns:
+            raise ValueError(f"{self.name}: the input has no column {p.text_key!r} (columns: {', '.join(columns)}); "
+                             "name the text column with `text_key`")
+        blocks = ds.to_arrow_refs()
+        if not blocks:
+            return ds
+        n = p.num_partitions or ctx.shuffle_partitions()
+        marked, stats = near_duplicates(blocks, self.config(), n, ctx.node_id)
+        ctx.event("simhash_dedup", **stats)
+        return ray.data.from_arrow_refs(marked)
+
+
+def near_duplicates(
+    blocks: Sequence[Any], cfg: SimhashConfig, n: int, node: str, run: Callable = run_step, collect: Callable = total,
+) -> tuple[list[Any], dict[str, int]]:
+    """The input blocks (refs; or tables with ``run=local_step, collect=sum``) with their near
+    duplicates marked, in the same order, and counts of what it took."""
+    n_blocks = len(blocks)
+    groups = min(n_blocks, n)
+    numbered = [{"blk": i} for i in range(n_blocks)]
+    rows, docs = run(simhash_step, [[b] for b in blocks], n, per_task=numbered, cfg=cfg, n=n)
+    edges, found = run(pairs_step, rows, n, hamming_distance=cfg.hamming_distance, n=n)
+    labels, rounds, labelled = connected_components(edges, n, groups, run=run, collect=collect)
+    inputs = [[b, *labels[i % groups]] for i, b in enumerate(blocks)]
+    marked, dups = run(mark_step, inputs, 1, per_task=numbered, text_key=cfg.text_key, node=node, op=cfg.op)
+    stats = dict(blocks=n_blocks, partitions=n, documents=collect(docs), candidate_edges=collect(found),
+                 rounds=rounds, duplicates=collect(dups))
+    if stats["duplicates"] != labelled:
+        raise RuntimeError(f"{cfg.op}: {labelled} documents labelled as duplicates but {stats['duplicates']} rows "
+                           "marked: are the ids unique?")
+    return marked[0], stats
+
+
+def mark_block(block: pa.Table, blk: int, labels: pa.Table, text_key: str, node: str, op: str) -> tuple[pa.Table, int]:
+    """The block with its labelled rows as DUPLICATE tombstones (reason: the kept id) and its live
+    rows without a string text as ERROR tombstones; row order and other rows unchanged."""
+    table = ensure_tombstone_columns(block)
+    bad, kinds, messages = bad_texts(table, text_key, op)
+    ids = table.column(ID_COL)
+    labels = labels.filter(pc.equal(labels.column(NODE_BLK), blk)) if labels.num_rows else labels
+    dup_rows = np.zeros(0, dtype=np.int64)
+    kept: list = []
+    if labels.num_rows:
+        where = pc.index_in(ids, value_set=labels.column(NODE).cast(ids.type).combine_chunks())
+        dup_rows = np.flatnonzero(where.is_valid().to_numpy(zero_copy_only=False))
+        kept = labels.column(LABEL).take(pc.take(where, pa.array(dup_rows))).to_pylist()
+    if len(dup_rows) == 0 and len(bad) == 0:
+        return table, 0
+    cols = {c: table.column(c).to_pylist() for c in (NODE_COL, KIND_COL, REASON_COL, DETAIL_COL)}
+    for i, label in zip(dup_rows.tolist(), kept):
+        cols[NODE_COL][i], cols[KIND_COL][i] = node, TombstoneKind.DUPLICATE.value
+        cols[REASON_COL][i], cols[DETAIL_COL][i] = str(label), json_detail({DETAIL_KEY: label})
+    for i, kind, message in zip(bad.tolist(), kinds, messages):
+        cols[NODE_COL][i], cols[KIND_COL][i] = node, TombstoneKind.ERROR.value
+        cols[REASON_COL][i], cols[DETAIL_COL][i] = kind, message
+    for name, values in cols.items():
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
+    return table, len(dup_rows)
+
+
+def mark_step(tables: list[pa.Table], blk: int, text_key: str, node: str, op: str) -> tuple[list[pa.Table], int]:
+    """``tables[0]`` is the block, the rest the label pieces of its block group."""
+    labels = concat(tables[1:]) if len(tables) > 1 else pa.table({NODE: [], NODE_BLK: [], LABEL: []})
+    out, marked = mark_block(tables[0], blk, labels, text_key, node, op)
+    return [out], marked
