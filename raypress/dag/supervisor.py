@@ -44,7 +44,8 @@ def run_supervised(argv: list[str], run_dir: Path, node_order: list[str],
     exit code, after making sure ``ledger.json`` says how the run ended.  Raises RunDirLocked."""
     lock = RunLock(run_dir, command="raypress " + " ".join(argv[:2])).acquire()
     try:
-        env = {**os.environ, **lock.child_env()}
+        # the child re-reads the pipeline: its notices were printed here already (by `load_pipeline`)
+        env = {**os.environ, **lock.child_env(), "RAYPRESS_NOTICES_SHOWN": "1"}
         if sys.stdout.isatty() or sys.stderr.isatty():  # the child writes to pipes, read by a terminal
             env.setdefault("FORCE_COLOR", "1")
             env["RAYPRESS_COLUMNS"] = str(shutil.get_terminal_size().columns)

@@ -7,6 +7,7 @@ inputs, wrong input slots, cycles, artifact types that do not fit an edge, unkno
 from __future__ import annotations
 
 import sys
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,7 +72,10 @@ def load_pipeline(path: str | Path, overrides=()) -> ValidatedPipeline:
 
 
 def print_notices(spec: PipelineSpec) -> None:
-    """One line per accepted Data-Juicer key that raypress handles its own way (stderr: not an error)."""
+    """One line per accepted Data-Juicer key that raypress handles its own way (stderr: not an error).
+    Not again in a supervised run's child (``RAYPRESS_NOTICES_SHOWN``): the supervisor printed them."""
+    if os.environ.get("RAYPRESS_NOTICES_SHOWN"):
+        return
     for notice in spec.notices:
         print(f"note: {notice}", file=sys.stderr)
 
