@@ -90,8 +90,12 @@ def test_bad_values_of_honoured_keys_are_problems(tmp_path, head, expected):
 
 
 def test_executor_type_default_and_ray_both_validate(tmp_path):
-    for value in ("default", "ray"):
-        load_pipeline(recipe(tmp_path, f"executor_type: {value}\n"))
+    """Both run on Ray: the same plan either way; anything else is a problem naming the key."""
+    vps = [load_pipeline(recipe(tmp_path, f"executor_type: {value}\n")) for value in ("default", "ray")]
+    plans = [[(nid, vp.nodes[nid].op_cls.name) for nid in vp.order] for vp in vps]
+    assert plans[0] == plans[1] and any(op == "words_num_filter" for _, op in plans[0])
+    assert any("executor_type must be 'default' or 'ray'" in p for p in
+               problems_of(recipe(tmp_path, "executor_type: spark\n")))
 
 
 def test_text_keys_is_every_recipe_ops_default_text_key(tmp_path, capsys):

@@ -23,20 +23,17 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
-from raypress.operators.base import Deduplicator, Params, RunContext, json_detail
-from raypress.operators.dedup.connected_components import LABEL, NODE, NODE_BLK, connected_components
-from raypress.operators.dedup.minhash_lsh import bad_texts
+from raypress.operators.base import Deduplicator, Params, RunContext
+from raypress.operators.dedup.connected_components import connected_components
+from raypress.operators.dedup.minhash_dedup import mark_step
 from raypress.operators.dedup.minhash_shingles import TOKENIZATIONS
 from raypress.operators.dedup.simhash import SimhashConfig, check_blocks, pairs_step, simhash_step
-from raypress.operators.dedup.task_shuffle import concat, run_step, total
+from raypress.operators.dedup.task_shuffle import run_step, total
 from raypress.operators.registry import register
 from raypress.operators.shared.unicode_regex import compile_pattern
-from raypress.schema import DETAIL_COL, ID_COL, KIND_COL, NODE_COL, REASON_COL, TombstoneKind, ensure_tombstone_columns
+from raypress.schema import ID_COL
 
 if TYPE_CHECKING:  # pragma: no cover
     import ray.data
@@ -127,44 +124,11 @@ def near_duplicates(
     edges, found = run(pairs_step, rows, n, hamming_distance=cfg.hamming_distance, n=n)
     labels, rounds, labelled = connected_components(edges, n, groups, run=run, collect=collect)
     inputs = [[b, *labels[i % groups]] for i, b in enumerate(blocks)]
-    marked, dups = run(mark_step, inputs, 1, per_task=numbered, text_key=cfg.text_key, node=node, op=cfg.op)
+    marked, dups = run(mark_step, inputs, 1, per_task=numbered, text_key=cfg.text_key, node=node, op=cfg.op,
+                        detail_key=DETAIL_KEY)
     stats = dict(blocks=n_blocks, partitions=n, documents=collect(docs), candidate_edges=collect(found),
                  rounds=rounds, duplicates=collect(dups))
     if stats["duplicates"] != labelled:
         raise RuntimeError(f"{cfg.op}: {labelled} documents labelled as duplicates but {stats['duplicates']} rows "
                            "marked: are the ids unique?")
     return marked[0], stats
-
-
-def mark_block(block: pa.Table, blk: int, labels: pa.Table, text_key: str, node: str, op: str) -> tuple[pa.Table, int]:
-    """The block with its labelled rows as DUPLICATE tombstones (reason: the kept id) and its live
-    rows without a string text as ERROR tombstones; row order and other rows unchanged."""
-    table = ensure_tombstone_columns(block)
-    bad, kinds, messages = bad_texts(table, text_key, op)
-    ids = table.column(ID_COL)
-    labels = labels.filter(pc.equal(labels.column(NODE_BLK), blk)) if labels.num_rows else labels
-    dup_rows = np.zeros(0, dtype=np.int64)
-    kept: list = []
-    if labels.num_rows:
-        where = pc.index_in(ids, value_set=labels.column(NODE).cast(ids.type).combine_chunks())
-        dup_rows = np.flatnonzero(where.is_valid().to_numpy(zero_copy_only=False))
-        kept = labels.column(LABEL).take(pc.take(where, pa.array(dup_rows))).to_pylist()
-    if len(dup_rows) == 0 and len(bad) == 0:
-        return table, 0
-    cols = {c: table.column(c).to_pylist() for c in (NODE_COL, KIND_COL, REASON_COL, DETAIL_COL)}
-    for i, label in zip(dup_rows.tolist(), kept):
-        cols[NODE_COL][i], cols[KIND_COL][i] = node, TombstoneKind.DUPLICATE.value
-        cols[REASON_COL][i], cols[DETAIL_COL][i] = str(label), json_detail({DETAIL_KEY: label})
-    for i, kind, message in zip(bad.tolist(), kinds, messages):
-        cols[NODE_COL][i], cols[KIND_COL][i] = node, TombstoneKind.ERROR.value
-        cols[REASON_COL][i], cols[DETAIL_COL][i] = kind, message
-    for name, values in cols.items():
-        table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
-    return table, len(dup_rows)
-
-
-def mark_step(tables: list[pa.Table], blk: int, text_key: str, node: str, op: str) -> tuple[list[pa.Table], int]:
-    """``tables[0]`` is the block, the rest the label pieces of its block group."""
-    labels = concat(tables[1:]) if len(tables) > 1 else pa.table({NODE: [], NODE_BLK: [], LABEL: []})
-    out, marked = mark_block(tables[0], blk, labels, text_key, node, op)
-    return [out], marked

@@ -204,11 +204,12 @@ def near_duplicates(
 
 
 def mark_block(
-    block: pa.Table, blk: int, labels: pa.Table, text_key: str, node: str, op: str
+    block: pa.Table, blk: int, labels: pa.Table, text_key: str, node: str, op: str, detail_key: str = DETAIL_KEY
 ) -> tuple[pa.Table, int]:
-    """The block with its labelled rows as DUPLICATE tombstones (reason: the kept id) and its live
-    rows without a string text as ERROR tombstones; row order and other rows unchanged.  Also
-    returns the number of duplicates marked."""
+    """The block with its labelled rows as DUPLICATE tombstones (reason: the kept id, detail
+    ``{detail_key: kept id}``) and its live rows without a string text as ERROR tombstones; row order
+    and other rows unchanged.  Also returns the number of duplicates marked.  Shared by the MinHash
+    and SimHash ops (each labels components its own way)."""
     table = ensure_tombstone_columns(block)
     bad, kinds, messages = bad_texts(table, text_key, op)
     ids = table.column(ID_COL)
@@ -225,7 +226,7 @@ def mark_block(
     cols = {c: table.column(c).to_pylist() for c in (NODE_COL, KIND_COL, REASON_COL, DETAIL_COL)}
     for i, label in zip(dup_rows.tolist(), kept):
         cols[NODE_COL][i], cols[KIND_COL][i] = node, TombstoneKind.DUPLICATE.value
-        cols[REASON_COL][i], cols[DETAIL_COL][i] = str(label), json_detail({DETAIL_KEY: label})
+        cols[REASON_COL][i], cols[DETAIL_COL][i] = str(label), json_detail({detail_key: label})
     for i, kind, message in zip(bad.tolist(), kinds, messages):
         cols[NODE_COL][i], cols[KIND_COL][i] = node, TombstoneKind.ERROR.value
         cols[REASON_COL][i], cols[DETAIL_COL][i] = kind, message
@@ -234,8 +235,9 @@ def mark_block(
     return table, len(dup_rows)
 
 
-def mark_step(tables: list[pa.Table], blk: int, text_key: str, node: str, op: str) -> tuple[list[pa.Table], int]:
+def mark_step(tables: list[pa.Table], blk: int, text_key: str, node: str, op: str,
+              detail_key: str = DETAIL_KEY) -> tuple[list[pa.Table], int]:
     """``tables[0]`` is the block, the rest the label pieces of its block group."""
     labels = concat(tables[1:]) if len(tables) > 1 else pa.table({NODE: [], NODE_BLK: [], LABEL: []})
-    out, marked = mark_block(tables[0], blk, labels, text_key, node, op)
+    out, marked = mark_block(tables[0], blk, labels, text_key, node, op, detail_key)
     return [out], marked
