@@ -52,17 +52,28 @@ def ray_executable() -> str:
     return str(ray_exe) if ray_exe.exists() else shutil.which("ray") or "ray"
 
 
-def _node_ports() -> list[str]:
-    """Every port a node opens, fresh: the suite's own Ray and the other nodes run beside it."""
+def _node_ports(taken: Sequence[int] = ()) -> list[str]:
+    """Every port a node opens, fresh: the suite's own Ray and the other nodes run beside it.
+    ``taken``: ports the node was already given (the head's GCS, dashboard, client server)."""
     low = free_port()
-    return [f"--node-manager-port={free_port()}",
-            f"--object-manager-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
+    while any(low <= t <= low + 200 for t in taken):
+        low = free_port()
+    high = min(low + 200, 65535)
+
+    def outside_workers() -> int:  # Ray refuses a component port inside the worker range
+        port = free_port()
+        while low <= port <= high:
+            port = free_port()
+        return port
+
+    return [f"--node-manager-port={outside_workers()}",
+            f"--object-manager-port={outside_workers()}",
+            f"--dashboard-agent-listen-port={outside_workers()}",
+            f"--dashboard-agent-grpc-port={outside_workers()}",
+            f"--runtime-env-agent-port={outside_workers()}",
+            f"--metrics-export-port={outside_workers()}",
             # worker processes: a small range above a free port (taken ones are skipped by Ray)
-            f"--min-worker-port={low}", f"--max-worker-port={min(low + 200, 65535)}"]
+            f"--min-worker-port={low}", f"--max-worker-port={high}"]
 
 
 def _resources(resources: dict[str, float] | None) -> list[str]:
@@ -193,15 +204,15 @@ def _start_head(temp_dir: str, env: dict[str, str], token: str, num_cpus: int,
                 resources: dict[str, float] | None) -> tuple[subprocess.Popen, Path, str, str]:
     for attempt in range(START_ATTEMPTS):
         log = Path(temp_dir) / f"head-{attempt}.log"
-        dash_port, gcs_port = free_port(), free_port()
+        dash_port, gcs_port, client_port = free_port(), free_port(), free_port()
         cmd = [ray_executable(), "start", "--head", "--block",
                f"--port={gcs_port}",
                "--node-ip-address=127.0.0.1",
                f"--dashboard-port={dash_port}",
                "--dashboard-host=127.0.0.1",
                "--include-dashboard=true",
-               f"--ray-client-server-port={free_port()}",
-               *_node_ports(),
+               f"--ray-client-server-port={client_port}",
+               *_node_ports((dash_port, gcs_port, client_port)),
                f"--num-cpus={num_cpus}", *_resources(resources),
                f"--object-store-memory={OBJECT_STORE_BYTES}",
                "--disable-usage-stats",
