@@ -6,8 +6,11 @@ file) and lands in one of three outcomes:
 
 - ``ok``: validates unchanged;
 - ``unavailable``: fails, and every problem says "not available in raypress" (video and
-  generation ops whose models cannot be had here; the expected outcome for a multimodal recipe);
-- ``other``: anything else (unknown ops or keys, rejected params, a package not installed, ...).
+  generation ops whose models cannot be had here; the expected outcome for a multimodal recipe)
+  or is a ``needs_extra`` one;
+- ``needs_extra``: fails only because an op's optional packages are not installed on this machine
+  (e.g. ``perplexity_filter`` without ``raypress[perplexity]``): the recipe is right, the machine is not;
+- ``other``: anything else (unknown ops or keys, rejected params, ...).
 
 A recipe is ``text`` unless it uses an image, video or audio op or a generation op (``NON_TEXT``).
 Validation does not open ``dataset_path``: the recipes' placeholder paths (``/path/to/your/dataset``)
@@ -29,6 +32,7 @@ from pathlib import Path
 
 RECIPES = Path(__file__).resolve().parents[1] / "tests" / "data" / "dj_recipes"
 UNAVAILABLE = "not available in raypress"
+NOT_INSTALLED = "(not installed here)"
 # Ops that make a recipe multimodal or generative: media ops by prefix, generation ops by name.
 NON_TEXT_PREFIXES = ("image_", "video_", "audio_", "imgdiff_")
 NON_TEXT = {"sdxl_prompt2prompt_mapper", "optimize_prompt_mapper", "phrase_grounding_recall_filter"}
@@ -38,7 +42,7 @@ NON_TEXT = {"sdxl_prompt2prompt_mapper", "optimize_prompt_mapper", "phrase_groun
 class Outcome:
     recipe: str  # path relative to RECIPES
     text_only: bool
-    outcome: str  # ok | unavailable | other
+    outcome: str  # ok | unavailable | needs_extra | other
     unknown_ops: list[str] = field(default_factory=list)  # "unknown op" problems
     unavailable_ops: list[str] = field(default_factory=list)  # "not available in raypress" problems
     problems: list[str] = field(default_factory=list)  # every problem, one line each
@@ -76,8 +80,10 @@ def classify(path: Path) -> Outcome:
                 out.unavailable_ops.append(op)
             elif p.key == "op" and p.message.startswith("unknown op"):
                 out.unknown_ops.append(op)
-        if all(UNAVAILABLE in p.message for p in exc.problems):
-            out.outcome = "unavailable"
+        # A missing extra on this machine says nothing about the recipe, so it does not decide the outcome.
+        missing_extra = [NOT_INSTALLED in p.message for p in exc.problems]
+        if all(UNAVAILABLE in p.message or extra for p, extra in zip(exc.problems, missing_extra)):
+            out.outcome = "needs_extra" if all(missing_extra) else "unavailable"
     except Exception as exc:  # a crash in validate is a finding, not a reason to stop counting
         out = Outcome(name, text_only, "other", problems=[f"validate raised {type(exc).__name__}: {exc}"])
     else:
@@ -111,7 +117,8 @@ def report(outcomes: list[Outcome], show_problems: bool = False) -> str:
     media = [o for o in outcomes if not o.text_only]
     n_ok = sum(o.outcome == "ok" for o in outcomes)
     lines.append("")
-    lines.append(f"text-only recipes validating unchanged: {sum(o.outcome == 'ok' for o in text)}/{len(text)}")
+    lines.append(f"text-only recipes validating unchanged: {sum(o.outcome == 'ok' for o in text)}/{len(text)}"
+                 f" (+{sum(o.outcome == 'needs_extra' for o in text)} once their extras are installed)")
     lines.append(f"multimodal/generation recipes validating unchanged: {sum(o.outcome == 'ok' for o in media)}"
                  f"/{len(media)}, failing only on ops not available in raypress: "
                  f"{sum(o.outcome == 'unavailable' for o in media)}/{len(media)}")

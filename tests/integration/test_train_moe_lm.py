@@ -143,8 +143,10 @@ def test_model_dir_loads_with_ours_and_transformers(trained):
 def test_generation_is_shaped_like_the_corpus(trained, texts):
     """Sampled continuations are printable ASCII made of corpus words, far more than an untrained
     model's (glued sub-words, broken UTF-8). Sampling, not greedy: a model this small repeats itself
-    greedily (e.g. a code fence over and over), which is corpus-like but says little. Eight prompts
-    x 80 tokens (~100 words): three short samples (~27 words) made the share swing 0.37-0.62."""
+    greedily (e.g. a code fence over and over), which is corpus-like but says little. Three rounds of
+    eight prompts x 80 tokens (~400 words): three short samples (~27 words) made the share swing
+    0.37-0.62, and one round of eight (~100 words) once gave 0.43 against an untrained 0.36 in CI where
+    rounds here give 0.63-0.72 against 0.24-0.35."""
     model, _ = trained
     vocabulary = corpus_words(texts)
     ours, config = load_moe(model.path)
@@ -152,16 +154,18 @@ def test_generation_is_shaped_like_the_corpus(trained, texts):
     torch.manual_seed(0)
     untrained = MoEForCausalLM(config).eval()
     kwargs = {"max_new_tokens": 80, "temperature": 0.8, "top_k": 40}
-    samples = [generate(ours, tokenizer, p, seed=i, **kwargs) for i, p in enumerate(PROMPTS)]
-    baseline = " ".join(generate(untrained, tokenizer, p, seed=i, **kwargs) for i, p in enumerate(PROMPTS))
-    for prompt, sample in zip(PROMPTS, samples):
+    seeds = [(round_ * 100 + i, p) for round_ in range(3) for i, p in enumerate(PROMPTS)]
+    samples = [generate(ours, tokenizer, p, seed=seed, **kwargs) for seed, p in seeds]
+    baseline = " ".join(generate(untrained, tokenizer, p, seed=seed, **kwargs) for seed, p in seeds)
+    print("\nfinal training loss", round(model.config["training"]["final_loss"], 3))
+    for (_, prompt), sample in list(zip(seeds, samples))[:len(PROMPTS)]:
         print(f"\n{prompt + sample!r}")
     joined = " ".join(samples)
     share, words = word_share(joined, vocabulary)
     base_share, _ = word_share(baseline, vocabulary)
     print(f"corpus-word share {share:.2f} (untrained {base_share:.2f}), printable ASCII "
           f"{printable_ascii_share(joined):.3f} (untrained {printable_ascii_share(baseline):.3f})")
-    assert words >= 60
+    assert words >= 180
     assert printable_ascii_share(joined) >= 0.98
     assert share >= 0.4
-    assert share >= base_share + 0.15
+    assert share >= base_share + 0.12
