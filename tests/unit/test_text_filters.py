@@ -333,3 +333,15 @@ def test_batch_stats_equal_row_by_row_stats(cls, params):
     batch = op.compute_stats(pa.table({"text": pa.array(texts, pa.string())}))[op.stat]
     row_by_row = [op.text_stats(t if t is not None else "")[op.stat] for t in texts]
     assert list(batch) == row_by_row
+
+
+def test_special_characters_are_data_juicers_own_set():
+    """Data-Juicer's list holds C1 controls, a soft hyphen, a zero-width space and a BOM, and only
+    some Unicode spaces: NBSP is a word character there, so it is one here (c07c2d7)."""
+    from raypress.operators.text.batch import special_lut
+    from raypress.operators.text.words import SPECIAL_CHARACTERS
+
+    for c in "\u200b\ufeff\u00ad\u0081\u0085\u0092\u2009\u3000":
+        assert c in SPECIAL_CHARACTERS and special_lut()[ord(c)], repr(c)
+    for c in "\u00a0\u1680\u2000\u2001\u205fa":
+        assert c not in SPECIAL_CHARACTERS and not special_lut()[ord(c)], repr(c)

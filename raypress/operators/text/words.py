@@ -19,18 +19,16 @@ import emoji
 
 CharSet = frozenset[str] | set[str]
 
-# Unicode space separators (category Zs).  Data-Juicer's list carries some of these as invisible
-# literals that cannot be told apart reliably; taking the whole category covers all of them.
-_UNICODE_SPACES = (
-    "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u202f\u205f\u3000"
-)
 MAIN_SPECIAL_CHARACTERS = string.punctuation + string.digits + string.whitespace
+# Data-Juicer's OTHER_SPECIAL_CHARACTERS (data_juicer/ops/common/special_characters.py at c07c2d7),
+# character for character; its invisible literals are written as escapes here.  They are what its
+# file really holds: C1 controls from a cp1252 mix-up (\u0081-\u009d), a soft hyphen, a zero-width
+# space and a BOM, and only some of Unicode's spaces (no \u00a0, \u1680, \u2000, \u2001, ...).
 OTHER_SPECIAL_CHARACTERS = (
-    _UNICODE_SPACES + "\ufffc"
-    "’“”–ー一▬…✦�£•€«»°·═"
-    "×士＾˘⇓↓↑←→（）§″′´¿−±∈¢ø‚„½¼¾¹²³―⁃，ˌ¸‹›ʺˈʻ¦‐⠀‰‑≤≥‖"
-    "◆●■►▼▲▴∆▻¡★☆✱ːº。¯˜¥ɪ≈†上ン：∼⁄・♡✓⊕․．⋅÷１‟；،、¨ाাी्े◦˚"
+    "\u0092\u2009\u0093\u0097\u200a\u009d\u0099\u202f\u0096\u2005\u0095\u0091\u009c\u3000\u2002\u0020"
+    "\u2008\u0098\u0081\u2003\u0082\ufffc\u0083\u0084"
+    "’“”–ー一▬…✦�\u00ad£\u200b•€«»°·═×士＾˘⇓↓↑←→（）§″′´¿−±∈\ufeff¢ø‚„½¼¾¹²³―⁃，ˌ¸‹›ʺˈʻ¦‐⠀‰\u0085"
+    "‑≤≥‖◆●■►▼▲▴∆▻¡★☆✱ːº。¯˜¥ɪ≈†上ン：∼⁄・♡✓⊕․．⋅÷１‟；،、¨ाাी्े◦˚"
     "゜ʼ≖ʼ¤ッツシ℃√！【】‿∞➤～πه۩☛₨➩☻๑٪♥ıॽ《‘©﴿٬？▷Г♫∟™ª₪®「—❖"
     "」﴾》"
 )
