@@ -4,7 +4,7 @@ VENV    ?= .venv
 PYTHON  ?= python3
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.raypress-installed
-EXTRAS  ?= dev,text,curation,images,webdataset,hf,torch,quality,purify,moe,kernels,reasoning
+EXTRAS  ?= dev,text,perplexity,curation,images,webdataset,hf,torch,quality,purify,moe,kernels,reasoning
 
 .PHONY: demo test bench setup clean
 

@@ -104,7 +104,10 @@ class Runner:
         start = time.perf_counter()
         try:
             self._check_destinations()
-            ensure_ray(self.address or self.vp.spec.ray_address)  # --address wins over a recipe's ray_address
+            address = self.address or self.vp.spec.ray_address
+            if not address:  # on a cluster the files are looked up where the op runs, not here
+                self._check_model_files()
+            ensure_ray(address)  # --address wins over a recipe's ray_address
             from raypress.dag.timer import OpTimer
 
             self.timer = OpTimer.remote()
@@ -141,6 +144,21 @@ class Runner:
                 problems.append(f"node '{nid}': {exc}")
         if problems:
             raise RunFailed("; ".join(problems))
+
+    def _check_model_files(self) -> None:
+        """Every model file an op finds by name (Data-Juicer's sentencepiece/KenLM models, a
+        tokenizer), before Ray starts: one line per node naming its YAML line and how to provide the
+        file, instead of an actor's traceback after the nodes before it have run."""
+        spec, problems = self.vp.spec, []
+        by_id = {n.id: n for n in spec.nodes}
+        for nid in self.vp.order:
+            node = self.vp.nodes[nid]
+            why = node.params.missing_model_files(node.op_cls.name) if node.params is not None else None
+            if why:
+                line = spec.line(by_id[nid].path) if nid in by_id else None
+                problems.append(f"{spec.doc.file}:{line} node '{nid}': {why}" if line else f"node '{nid}': {why}")
+        if problems:
+            raise RunFailed("\n".join(problems))
 
     def _run_step(self, plan: Plan, step: Segment | str) -> None:
         if isinstance(step, Segment):

@@ -331,17 +331,24 @@ def _read_dj_globals(data: dict, doc: LocatedDoc, problems: list[Problem]) -> Dj
     return dj
 
 
-def _local_dataset(dataset: Any, doc: LocatedDoc, problems: list[Problem]) -> str | None:
-    """The path of Data-Juicer's `dataset: {configs: [{type: local, path: …}]}` (one local source)."""
+def _local_dataset(dataset: Any, doc: LocatedDoc, problems: list[Problem]) -> str | NodeSpec | None:
+    """The path of Data-Juicer's `dataset: {configs: [{type: local, path: …}]}` (one local source),
+    or the reader of a Hugging Face Hub dataset (`type: remote, source: huggingface`), which raypress
+    reads from the local Hugging Face cache, never from the network."""
     configs = dataset.get("configs") if isinstance(dataset, dict) else None
     if isinstance(configs, list) and len(configs) == 1 and isinstance(configs[0], dict):
         cfg = configs[0]
         if cfg.get("type") == "local" and isinstance(cfg.get("path"), str) and cfg["path"]:
             return cfg["path"]
+        if cfg.get("type") == "remote" and cfg.get("source") == "huggingface" and isinstance(cfg.get("path"), str):
+            params = {"hub_id": cfg["path"], "hub_config": cfg.get("name"), "split": cfg.get("split")}
+            return NodeSpec("dataset", "read_hf_dataset", {k: v for k, v in params.items() if v is not None},
+                            None, ("dataset",))
         if cfg.get("type") == "remote":
             problems.append(Problem(doc.file, doc.line(("dataset",)), f"a remote dataset ({cfg.get('source')}: "
                                     f"{cfg.get('path')}) needs network access: download it and give its local "
-                                    "path as `dataset_path`", key="dataset"))
+                                    "path as `dataset_path` (raypress reads Hugging Face Hub datasets from the "
+                                    "local cache only)", key="dataset"))
             return None
     problems.append(Problem(doc.file, doc.line(("dataset",)), "raypress reads `dataset_path` or one local "
                             "source in `dataset.configs` (`type: local`, `path`); for several sources write "
@@ -399,7 +406,9 @@ def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem],
     elif not dataset_path:
         problems.append(Problem(f, doc.line(("process",)), "a `process:` recipe needs `dataset_path`",
                                 key="dataset_path"))
-    if dataset_path:
+    if isinstance(dataset_path, NodeSpec):
+        nodes.append(dataset_path)
+    elif dataset_path:
         nodes.append(_dataset_node(str(dataset_path), dj, doc, problems))
     process = data.get("process")
     if not isinstance(process, list):

@@ -17,7 +17,14 @@ from raypress.dag.dj_compat import unavailable_text
 from raypress.dag.spec import PipelineSpec, Problem, read_spec
 from raypress.dag.yaml_lines import PipelineFileError
 from raypress.operators.base import OpKind, Operator, Params
-from raypress.operators.registry import OpUnavailable, get_op, known_names, missing_requirements, missing_text
+from raypress.operators.registry import (
+    OpUnavailable,
+    get_op,
+    known_names,
+    missing_for_params,
+    missing_requirements,
+    missing_text,
+)
 from raypress.suggest import did_you_mean, did_you_mean_op
 from raypress.schema import ArtifactType, ID_COL
 
@@ -116,6 +123,9 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
                 and "text_key" in op_cls.Params.model_fields:  # Data-Juicer's `text_keys`
             ns.params = {**ns.params, "text_key": spec.text_key}
         params = _validate_params(op_cls, ns, spec, problems)  # None when invalid: inputs still checked
+        for key, why in (missing_for_params(ns.op, params) if params is not None else []):
+            problems.append(Problem(f, spec.line(ns.path + ("with", key)) or line, why, node=ns.id, key=key))
+            params = None
         nodes[ns.id] = VNode(ns.id, op_cls, params, ns.params, ns.input_slots(), stats_only=ns.mode == "stats")
         if ns.mode == "stats" and op_cls.kind != OpKind.FILTER:
             problems.append(Problem(f, spec.line(ns.path + ("mode",)), f"mode: stats applies to filters; "

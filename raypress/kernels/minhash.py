@@ -37,6 +37,21 @@ _SHIFT = np.uint64(61)
 ROWS_PER_CHUNK = 256  # numpy path: shingle rows per uint64 work buffer (256 x 256 perms: 512 KiB)
 
 
+def minhash_signatures_on(device: str, hashes: np.ndarray, offsets: np.ndarray, perm_a: np.ndarray,
+                          perm_b: np.ndarray) -> np.ndarray:
+    """The Triton kernel's uint32 signatures for numpy inputs, the hashes moved to the torch
+    ``device`` ("cuda"; a "cpu" device runs it only under TRITON_INTERPRET=1: the tests)."""
+    try:
+        import torch
+    except ImportError:  # torch is optional: only this path needs it
+        torch = None
+    if torch is None:
+        raise RuntimeError("signatures on an accelerator need torch and triton: pip install 'raypress[torch,kernels]'")
+    on = torch.from_numpy(np.ascontiguousarray(hashes, dtype=np.uint32).view(np.int32)).to(device)
+    sig = minhash_signatures(on.view(torch.uint32), offsets, perm_a, perm_b, backend="triton")
+    return sig.view(torch.int32).cpu().numpy().view(np.uint32)
+
+
 def minhash_signatures(
     hashes: Any, offsets: Any, perm_a: Any, perm_b: Any, backend: Backend = "auto"
 ) -> Any:

@@ -45,6 +45,12 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    def missing_model_files(self, op: str) -> str | None:
+        """Why the op could not start on this machine because a model file it finds by name is not
+        here (how to provide it), or None.  Checked before a local run starts Ray, so the answer is
+        one line, not an actor's traceback an hour in; files named by a param are checked by validate."""
+        return None
+
 
 class TextParams(Params):
     """Params of an op that reads one text column."""
@@ -114,6 +120,8 @@ class Operator(ABC, Generic[P]):
     # installs it), declared in its `@register(name, requires={...})`; validation reads them from the
     # source and reports a missing one with its pip line before anything runs
     requires: ClassVar[dict[str, str]] = {}
+    # the same, needed only when a parameter is not its default (`requires_when={"param": {...}}`)
+    requires_when: ClassVar[dict[str, dict[str, str]]] = {}
     reads: ClassVar[tuple[str, ...]] = ()
     writes: ClassVar[tuple[str, ...]] = ()
     resources: ClassVar[Resources] = Resources()

@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 import re
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from raypress.operators.base import Operator
 
@@ -20,19 +20,23 @@ _LOADED = False
 T = TypeVar("T", bound=type[Operator])
 
 
-def register(name: str, requires: dict[str, str] | None = None):
+def register(name: str, requires: dict[str, str] | None = None,
+             requires_when: dict[str, dict[str, str]] | None = None):
     """Class decorator: make an operator available to pipelines under ``name``.
 
     ``requires`` names the Python packages the op needs beyond the core install, by import name ->
-    the raypress extra that installs it (``{"selectolax": "curation"}``).  Written as a literal in the
-    decorator so that validation reads it from the source, without importing the op's module (which
-    may import those very packages)."""
+    the raypress extra that installs it (``{"selectolax": "curation"}``); ``requires_when`` those it
+    needs only when a parameter is set to other than its default, by parameter
+    (``{"tokenization": {"sentencepiece": "text"}}``).  Written as literals in the decorator so that
+    validation reads them from the source, without importing the op's module (which may import those
+    very packages)."""
 
     def wrap(cls: T) -> T:
         if name in _REGISTRY and _REGISTRY[name] is not cls:
             raise ValueError(f"operator {name!r} registered twice ({_REGISTRY[name]} and {cls})")
         cls.name = name
         cls.requires = dict(requires or {})
+        cls.requires_when = {param: dict(pkgs) for param, pkgs in (requires_when or {}).items()}
         _REGISTRY[name] = cls
         return cls
 
@@ -85,9 +89,19 @@ def _index() -> dict[str, str]:
 def requirements(name: str) -> dict[str, str]:
     """The packages op ``name`` declares (import name -> extra), read from its ``@register`` call in
     the source: nothing is imported."""
+    return dict(_register_keyword(name, "requires") or {})
+
+
+def conditional_requirements(name: str) -> dict[str, dict[str, str]]:
+    """The packages op ``name`` needs only when a parameter is not its default: parameter ->
+    (import name -> extra), read from its ``@register`` call's ``requires_when``."""
+    return {param: dict(pkgs) for param, pkgs in (_register_keyword(name, "requires_when") or {}).items()}
+
+
+def _register_keyword(name: str, keyword: str) -> Any:
     module = _index().get(name)
     if module is None:
-        return {}
+        return None
     for node in ast.walk(_module_ast(module)):
         if not isinstance(node, ast.ClassDef):
             continue
@@ -95,9 +109,9 @@ def requirements(name: str) -> dict[str, str]:
             if (isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "register" and deco.args
                     and isinstance(deco.args[0], ast.Constant) and deco.args[0].value == name):
                 for kw in deco.keywords:
-                    if kw.arg == "requires":
-                        return dict(ast.literal_eval(kw.value))
-    return {}
+                    if kw.arg == keyword:
+                        return ast.literal_eval(kw.value)
+    return None
 
 
 def missing_requirements(name: str) -> dict[str, str]:
@@ -106,11 +120,27 @@ def missing_requirements(name: str) -> dict[str, str]:
             if importlib.util.find_spec(mod.split(".")[0]) is None}
 
 
-def missing_text(op: str, missing: dict[str, str]) -> str:
-    """"op X needs selectolax, TexSoup (not installed here): pip install 'raypress[curation]'"."""
+def missing_text(op: str, missing: dict[str, str], setting: str = "") -> str:
+    """"op X needs selectolax, TexSoup (not installed here): pip install 'raypress[curation]'"
+    (``setting``: "with tokenization=True" after the op's name, for a conditional requirement)."""
     extras = ",".join(sorted(set(missing.values())))
-    return (f"op {op!r} needs {', '.join(sorted(missing))} (not installed here): "
-            f"pip install 'raypress[{extras}]'")
+    return (f"op {op!r}{' ' + setting if setting else ''} needs {', '.join(sorted(missing))} (not installed "
+            f"here): pip install 'raypress[{extras}]'")
+
+
+def missing_for_params(name: str, params: Any) -> list[tuple[str, str]]:
+    """(parameter, one-line problem) for each parameter of ``params`` set to other than its default
+    whose conditional packages (``requires_when``) this Python cannot import."""
+    out = []
+    for param, packages in conditional_requirements(name).items():
+        value = getattr(params, param, None)
+        field = type(params).model_fields.get(param)
+        if field is None or value == field.default:
+            continue
+        missing = {m: e for m, e in packages.items() if importlib.util.find_spec(m.split(".")[0]) is None}
+        if missing:
+            out.append((param, missing_text(name, missing, f"with {param}={value!r}")))
+    return out
 
 
 @functools.lru_cache(maxsize=None)

@@ -43,3 +43,32 @@ def test_data_juicer_recipe_runs_and_exports_one_file(ray_session, tmp_path):
     assert ledger["nodes"]["document_deduplicator"]["duplicates"] == 1
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".result.jsonl.raypress-manifest.json",
                                                                       "result.jsonl"]  # no staging left
+
+
+def test_a_missing_model_file_stops_the_run_before_ray_with_the_line(tmp_path, monkeypatch):
+    """`tokenization: true` without Data-Juicer's sentencepiece model here: one line naming the
+    recipe line, the node and how to provide the file, before any node runs (no actor traceback)."""
+    from raypress.dag.runner import RunFailed
+
+    for var in ("RAYPRESS_DJ_MODELS", "DATA_JUICER_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / "no-models"))
+    monkeypatch.delenv("DATA_JUICER_MODELS_CACHE", raising=False)
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"id": "a", "text": "one two three four five six"}) + "\n")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(textwrap.dedent(f"""\
+        dataset_path: {data}
+        export_path: {tmp_path}/out/result.jsonl
+        process:
+          - clean_email_mapper:
+          - words_num_filter:
+              tokenization: true
+              min_num: 2
+        """))
+    with pytest.raises(RunFailed) as caught:
+        run_pipeline(str(recipe), run_dir=str(tmp_path / "run"))
+    message = str(caught.value)
+    assert message.startswith(f"{recipe}:5 node 'words_num_filter': words_num_filter with tokenization=True")
+    assert "en.sp.model" in message and "$RAYPRESS_DJ_MODELS" in message and "\n" not in message
+    ledger = json.loads((tmp_path / "run" / "ledger.json").read_text())
+    assert ledger["status"] == "failed" and ledger["nodes"] == {} and not (tmp_path / "out").exists()

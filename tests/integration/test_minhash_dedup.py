@@ -120,3 +120,14 @@ def test_ray_bts_op_with_verify_and_data_juicer_knobs(ray_session):
     assert events[0] == {"event": "knobs_without_effect", "node": "near", "knobs": ["merge_batch_size"],
                          "why": events[0]["why"]}
     assert events[-1]["partitions"] == 3
+
+
+def test_accelerator_cuda_without_a_gpu_is_a_clear_error_not_a_hang(ray_session):
+    """The signature tasks would ask Ray for a GPU the cluster does not have and wait forever."""
+    import ray
+
+    pytest.importorskip("triton")
+    ds = ray.data.from_items([{"id": "a", "text": "some words here"}])
+    op = RayBtsMinhashDeduplicator(RayBtsMinhashParams(accelerator="cuda"))
+    with pytest.raises(ValueError, match=r"accelerator='cuda' .* this Ray cluster has none"):
+        op.apply(ds, RunContext(run_dir="/tmp", node_id="near"))

@@ -162,9 +162,33 @@ def test_one_local_dataset_config_is_the_dataset_path(tmp_path):
     path.write_text("dataset:\n  configs:\n    - type: local\n      path: in.jsonl\nprocess:\n  - clean_email_mapper:\n")
     node = read_spec(path).nodes[0]
     assert (node.op, node.params) == ("read_jsonl", {"paths": ["in.jsonl"]})
-    path.write_text("dataset:\n  configs:\n    - {type: remote, source: huggingface, path: a/b}\n"
+    path.write_text("dataset:\n  configs:\n    - {type: remote, source: modelscope, path: a/b}\n"
                     "process:\n  - clean_email_mapper:\n")
     assert any("needs network access" in str(p) for p in read_spec(path).problems)
+
+
+def test_a_hugging_face_hub_dataset_is_read_from_the_local_cache(tmp_path, monkeypatch):
+    """Data-Juicer's `type: remote, source: huggingface` (demo/process-huggingface.yaml) validates and
+    reads the local datasets cache offline; a dataset that is not there is one clear line at run time."""
+    from raypress.operators.base import RunContext
+    from raypress.operators.io.read_hf_dataset import ReadHfDataset, ReadHfDatasetParams
+
+    path = tmp_path / "r.yaml"
+    path.write_text("dataset:\n  configs:\n    - {type: remote, source: huggingface, path: a/b, name: q, "
+                    "split: train}\nprocess:\n  - clean_email_mapper:\n")
+    spec = read_spec(path)
+    assert not spec.problems
+    assert (spec.nodes[0].op, spec.nodes[0].params) == ("read_hf_dataset",
+                                                        {"hub_id": "a/b", "hub_config": "q", "split": "train"})
+    assert spec.nodes[1].input == "dataset"  # no "missing input" for the first op
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
+    with pytest.raises(FileNotFoundError, match=r"'a/b' \(configuration 'q'\), split 'train', is not in the local "
+                                                r"datasets cache .* raypress never downloads"):
+        ReadHfDataset(ReadHfDatasetParams(**spec.nodes[0].params))._load(RunContext(str(tmp_path), "dataset"))
+    with pytest.raises(ValueError, match="exactly one of"):
+        ReadHfDatasetParams(hub_id="a/b", path=str(tmp_path))
 
 
 def test_ray_address_naming_a_cluster_is_kept(tmp_path):

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import raypress
-from raypress.operators.registry import _index, requirements
+from raypress.operators.registry import _index, conditional_requirements, requirements
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = Path(raypress.__file__).parent
@@ -256,7 +256,8 @@ def test_every_op_declares_the_packages_it_imports():
     core = set(CORE) | WITH_RAY_SERVE
     undeclared: list[str] = []
     for op, module in sorted(_index().items()):
-        declared = {name.split(".")[0] for name in requirements(op)}
+        conditional = {m for packages in conditional_requirements(op).values() for m in packages}
+        declared = {name.split(".")[0] for name in (*requirements(op), *conditional)}
         for package, where in sorted(_needed(module).items()):
             if package not in core and package not in declared:
                 undeclared.append(f"  {op} -> {package}  ({where})")
@@ -269,7 +270,8 @@ def test_every_declared_extra_exists_and_installs_the_package():
     distributions = importlib.metadata.packages_distributions()
     wrong: list[str] = []
     for op in sorted(_index()):
-        for package, extra in requirements(op).items():
+        conditional = [(m, e) for packages in conditional_requirements(op).values() for m, e in packages.items()]
+        for package, extra in [*requirements(op).items(), *conditional]:
             if extra not in extras:
                 wrong.append(f"  {op}: {package!r} -> {extra!r}: no such extra (pyproject has {sorted(extras)})")
                 continue
@@ -279,3 +281,20 @@ def test_every_declared_extra_exists_and_installs_the_package():
                              f"{'/'.join(sorted(dists))}")
     assert not wrong, "declared requirements that `pip install 'raypress[extra]'` would not satisfy:\n" + \
         "\n".join(wrong)
+
+
+def test_a_package_needed_only_for_a_parameter_is_checked_only_when_it_is_set(monkeypatch):
+    """`tokenization: true` needs sentencepiece, `tokenization: false` does not: validate names the
+    parameter's line and the pip line only for the first (requires_when)."""
+    import importlib.util as iu
+
+    from raypress.operators.registry import missing_for_params
+    from raypress.operators.text.words_num_filter import WordsNumFilter
+
+    assert conditional_requirements("words_num_filter") == {"tokenization": {"sentencepiece": "text"}}
+    real = iu.find_spec
+    monkeypatch.setattr(iu, "find_spec", lambda name, *a: None if name == "sentencepiece" else real(name, *a))
+    assert missing_for_params("words_num_filter", WordsNumFilter.Params()) == []
+    assert missing_for_params("words_num_filter", WordsNumFilter.Params(tokenization=True)) == [
+        ("tokenization", "op 'words_num_filter' with tokenization=True needs sentencepiece (not installed here): "
+                         "pip install 'raypress[text]'")]

@@ -110,3 +110,17 @@ def test_triton_minhash_in_fresh_interpreter():
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_band_signatures_on_an_accelerator_are_the_cpu_ones(tri):
+    """`accelerator: cuda` (ray_bts_minhash_deduplicator) moves the hashes to the device, runs the
+    kernel and brings uint32 signatures back: here on the CPU device in interpret mode."""
+    from raypress.kernels.minhash import minhash_signatures_on
+    from raypress.operators.dedup.minhash_lsh import signatures_on
+
+    hashes, offsets = random_docs(9, 25, seed=4)
+    a, b = permutations(32, seed=1)
+    cpu = signatures_on("cpu", hashes, offsets, a, b)
+    got = minhash_signatures_on("cpu", hashes, offsets, a, b)
+    assert got.dtype == np.uint32 and np.array_equal(got, cpu)
+    assert np.array_equal(cpu, minhash_signatures_reference(hashes, offsets, a, b))

@@ -4,6 +4,8 @@ Ray driver uses (``near_duplicates`` with ``local_step``)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import json
 import random
 
@@ -124,6 +126,15 @@ def test_ray_bts_knobs_without_counterpart_are_refused_by_name_unless_default(kn
     RayBtsMinhashParams(**{knob: ACTOR_KNOBS[knob]})  # what a copied Data-Juicer recipe spells out
     with pytest.raises(ValidationError, match=f"{knob}=.*cannot be honoured"):
         RayBtsMinhashParams(**{knob: ACTOR_KNOBS[knob] * 2})
+
+
+def test_ray_bts_accelerator_picks_the_signature_device():
+    ctx = RunContext(run_dir="/tmp", node_id="x", input_rows=1000)
+    assert RayBtsMinhashDeduplicator(RayBtsMinhashParams()).config(ctx).device == "cpu"
+    if all(importlib.util.find_spec(m) for m in ("torch", "triton")):
+        assert RayBtsMinhashDeduplicator(RayBtsMinhashParams(accelerator="cuda")).config(ctx).device == "cuda"
+    with pytest.raises(ValidationError, match="accelerator"):
+        RayBtsMinhashParams(accelerator="tpu")
 
 
 def test_ray_bts_refuses_two_partition_counts_and_sentencepiece():

@@ -88,9 +88,16 @@ def test_data_juicer_defaults():
 @pytest.mark.parametrize(
     "cls", [WordsNumFilter, WordRepetitionFilter, StopwordsFilter, FlaggedWordsFilter, AlphanumericFilter]
 )
-def test_tokenization_true_is_refused_not_ignored(cls):
-    with pytest.raises(ValidationError, match="tokenization=True"):
-        cls.Params(tokenization=True)
+def test_tokenization_true_is_never_ignored(cls, tmp_path, monkeypatch):
+    """Without its model the op does not fall back to whitespace words: it refuses to start and
+    names the file (test_dj_tokenization.py runs it with models)."""
+    for var in ("RAYPRESS_DJ_MODELS", "DATA_JUICER_CACHE_HOME", "HF_HUB_CACHE"):
+        monkeypatch.setenv(var, str(tmp_path))
+    monkeypatch.delenv("DATA_JUICER_MODELS_CACHE", raising=False)
+    params = cls.Params(tokenization=True)
+    assert "tokenization=True" in params.missing_model_files(cls.name)
+    with pytest.raises(FileNotFoundError, match="does not download"):
+        cls(params)
 
 
 def test_params_are_validated():

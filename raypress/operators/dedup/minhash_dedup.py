@@ -184,7 +184,8 @@ def near_duplicates(
     n_blocks = len(blocks)
     groups = min(n_blocks, n)
     numbered = [{"blk": i} for i in range(n_blocks)]
-    bands, docs = run(band_step, [[b] for b in blocks], n, per_task=numbered, cfg=cfg, n=n)
+    bands, docs = run(band_step, [[b] for b in blocks], n, per_task=numbered, cfg=cfg, n=n,
+                      num_gpus=1 if cfg.device != "cpu" else 0)
     if verify:
         members, _ = run(members_step, bands, groups, groups=groups)
         inputs = [[b, *members[i % groups]] for i, b in enumerate(blocks)]

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raypress.kernels.minhash import minhash_signatures
+from raypress.kernels.minhash import minhash_signatures, minhash_signatures_on
 from raypress.operators.dedup.connected_components import NODE, edges_table, normalize
 from raypress.operators.dedup.minhash_bands import band_keys, permutations
 from raypress.operators.dedup.minhash_shingles import jaccard, shingle_hashes
@@ -64,6 +64,7 @@ class LSHConfig:
     seed: int
     threshold: float
     chunk_rows: int = 4096
+    device: str = "cpu"  # "cuda": signatures by the Triton kernel on the task's GPU (Data-Juicer's accelerator)
 
 
 @functools.lru_cache(maxsize=4)
@@ -148,6 +149,15 @@ def _empty_bands(id_type: pa.DataType) -> pa.Table:
     return pa.table({KEY: pa.array([], pa.uint64()), ID_COL: pa.array([], id_type), BLK: pa.array([], pa.int32())})
 
 
+def signatures_on(device: str, hashes: np.ndarray, offsets: np.ndarray, perm_a: np.ndarray,
+                  perm_b: np.ndarray) -> np.ndarray:
+    """uint32 signatures computed on ``device``: "cpu" (numba), else the Triton kernel on that torch
+    device ("cuda"); bit-identical either way."""
+    if device == "cpu":
+        return minhash_signatures(hashes, offsets, perm_a, perm_b)
+    return minhash_signatures_on(device, hashes, offsets, perm_a, perm_b)
+
+
 def band_rows(table: pa.Table, blk: int, cfg: LSHConfig) -> pa.Table:
     """``(band_key, id, blk)``: ``num_bands`` rows per live document that has shingles."""
     rows, texts = good_texts(table, cfg.text_key, cfg.op)
@@ -162,7 +172,7 @@ def band_rows(table: pa.Table, blk: int, cfg: LSHConfig) -> pa.Table:
         has = np.flatnonzero(offsets[1:] > offsets[:-1])
         if len(has) == 0:
             continue
-        sig = minhash_signatures(hashes, offsets, perm_a, perm_b)[has]
+        sig = signatures_on(cfg.device, hashes, offsets, perm_a, perm_b)[has]
         keys.append(band_keys(sig, cfg.num_bands, cfg.rows_per_band).reshape(-1))
         which.append(np.repeat(rows[lo: lo + cfg.chunk_rows][has], cfg.num_bands))
     if not keys:

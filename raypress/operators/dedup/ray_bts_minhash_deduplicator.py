@@ -11,17 +11,22 @@ BTS union-find actors.  Each is either honoured or refused at validation, never 
   actor RPCs and ``memory_per_sample`` sizes its GPU batches: nothing here has that shape (the
   components run as stateless shuffle tasks), so any value but Data-Juicer's default is refused
   with the knob's name; the default (what a recipe copied from Data-Juicer spells out) is
-  accepted and reported in the run's events as having no effect.
+  accepted and reported in the run's events as having no effect;
+- ``accelerator`` (``cpu``/``cuda``): ``cuda`` computes the signatures with raypress's Triton kernel
+  (bit-identical to the CPU path), each signature task asking Ray for one GPU; a cluster without
+  GPUs is an error when the node starts, not a hang.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from raypress.operators.base import RunContext
 from raypress.operators.dedup.minhash_dedup import MinhashDeduplicator, MinhashParams
+from raypress.operators.dedup.minhash_lsh import LSHConfig
 from raypress.operators.registry import register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,6 +58,9 @@ class RayBtsMinhashParams(MinhashParams):
     num_filter_task_returns: int | None = Field(10, description="Data-Juicer actor pacing: only its default")
     merge_batch_size: int | None = Field(1000, description="Data-Juicer actor pacing: only its default")
     memory_per_sample: float | None = Field(0.1, description="Data-Juicer GPU batch sizing: only its default")
+    accelerator: Literal["cpu", "cuda"] = Field(
+        "cpu", description="cuda: the MinHash signatures are computed by raypress's Triton kernel, each "
+        "signature task on one GPU of the Ray cluster (bit-identical to the CPU path)")
 
     @field_validator(*ACTOR_KNOBS)
     @classmethod
@@ -72,7 +80,8 @@ class RayBtsMinhashParams(MinhashParams):
         return self
 
 
-@register("ray_bts_minhash_deduplicator")
+@register("ray_bts_minhash_deduplicator",
+          requires_when={"accelerator": {"torch": "torch", "triton": "kernels"}})
 class RayBtsMinhashDeduplicator(MinhashDeduplicator[RayBtsMinhashParams]):
     """Data-Juicer's Ray MinHash-LSH near-dedup (its knobs honoured or refused): each cluster keeps
     its smallest id; the others leave as duplicates naming it."""
@@ -85,7 +94,18 @@ class RayBtsMinhashDeduplicator(MinhashDeduplicator[RayBtsMinhashParams]):
         size = self.params.minhash_batch_size
         return size if size != "auto" else super().chunk_rows()
 
+    def config(self, ctx: RunContext) -> LSHConfig:
+        return dataclasses.replace(super().config(ctx), device=self.params.accelerator)
+
     def apply(self, ds: "ray.data.Dataset", ctx: RunContext) -> "ray.data.Dataset":
+        if self.params.accelerator == "cuda":
+            import ray
+
+            gpus = ray.cluster_resources().get("GPU", 0)
+            if gpus < 1:
+                raise ValueError(f"{self.name}: accelerator='cuda' runs the signature tasks on GPUs, and this Ray "
+                                 f"cluster has none (resources: {gpus} GPU); use accelerator: cpu, or run on a "
+                                 "cluster with GPUs (--address)")
         spelt = sorted(k for k in ACTOR_KNOBS if k in self.params.model_fields_set)
         if spelt:
             ctx.event("knobs_without_effect", knobs=spelt,

@@ -131,14 +131,15 @@ def run_step(
     inputs: Sequence[Sequence["ObjectRef | pa.Table"]],
     n_out: int,
     per_task: Sequence[dict[str, Any]] | None = None,
+    num_gpus: float = 0,
     **kwargs: Any,
 ) -> tuple[list[list["ObjectRef"]], list["ObjectRef"]]:
     """One task per entry of ``inputs`` (each a list of table refs), calling ``fn(tables, **kwargs)``
-    (plus ``per_task[t]`` for task t).
+    (plus ``per_task[t]`` for task t); each task asks Ray for ``num_gpus``.
 
     Returns ``(pieces, stats)``: ``pieces[q]`` lists the refs routed to output partition ``q`` by
     every task (the next step's input ``q``), ``stats[t]`` task t's integer."""
-    step = _remote_step().options(num_returns=n_out + 1)
+    step = _remote_step().options(num_returns=n_out + 1, num_gpus=num_gpus)
     extra = per_task or [{}] * len(inputs)
     outs = [step.remote(fn, n_out, {**kwargs, **more}, *refs) for refs, more in zip(inputs, extra)]
     pieces = [[out[q] for out in outs] for q in range(n_out)]
@@ -150,6 +151,7 @@ def local_step(
     inputs: Sequence[Sequence[pa.Table]],
     n_out: int,
     per_task: Sequence[dict[str, Any]] | None = None,
+    num_gpus: float = 0,
     **kwargs: Any,
 ) -> tuple[list[list[pa.Table]], list[int]]:
     """:func:`run_step` in this process, on tables: the same steps, same wiring, no Ray (tests)."""

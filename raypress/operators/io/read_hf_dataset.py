@@ -1,7 +1,10 @@
 """Hugging Face ``datasets`` in, local files only: raypress never downloads from the Hub.
 
-Reading takes a ``save_to_disk`` directory or a packaged local builder (json, csv, parquet, text,
-arrow) with ``data_files``.  Ray workers then read the dataset's Arrow files directly, so rows
+Reading takes a ``save_to_disk`` directory, a packaged local builder (json, csv, parquet, text,
+arrow) with ``data_files``, or a Hub dataset by id (``hub_id``, Data-Juicer's ``type: remote,
+source: huggingface``) that is already in the local ``datasets`` cache (loaded there on a connected
+machine with the same ``HF_HOME``): ``datasets`` runs offline, so one that is not is an error
+saying so.  Ray workers then read the dataset's Arrow files directly, so rows
 never pass through the driver.
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Literal
@@ -33,6 +37,9 @@ DataFiles = str | list[str] | dict[str, str | list[str]]
 
 class ReadHfDatasetParams(Params):
     path: str | None = Field(default=None, description="a directory written by datasets' save_to_disk")
+    hub_id: str | None = Field(default=None, description="a Hugging Face Hub dataset id (org/name) read from the "
+                               "local datasets cache, offline")
+    hub_config: str | None = Field(default=None, description="the Hub dataset's configuration name (with hub_id)")
     builder: Literal["json", "csv", "parquet", "text", "arrow"] | None = Field(
         default=None, description="a packaged local builder to run on data_files (instead of path)"
     )
@@ -53,8 +60,11 @@ class ReadHfDatasetParams(Params):
 
     @model_validator(mode="after")
     def _one_source(self):
-        if (self.path is None) == (self.builder is None):
-            raise ValueError("give exactly one of 'path' (a save_to_disk directory) or 'builder' + 'data_files'")
+        if sum(x is not None for x in (self.path, self.builder, self.hub_id)) != 1:
+            raise ValueError("give exactly one of 'path' (a save_to_disk directory), 'builder' + 'data_files' "
+                             "or 'hub_id' (a Hub dataset in the local cache)")
+        if self.hub_config is not None and self.hub_id is None:
+            raise ValueError("'hub_config' names a configuration of 'hub_id'")
         if self.builder is not None and not self.data_files:
             raise ValueError(f"builder {self.builder!r} needs data_files (local files)")
         for f in _flat_files(self.data_files):
@@ -90,6 +100,8 @@ class ReadHfDataset(Reader[ReadHfDatasetParams]):
         """The (memory-mapped) dataset on the driver, and the source name its ids start with."""
         datasets = offline_datasets()
         p = self.params
+        if p.hub_id is not None:
+            return _from_hub_cache(datasets, p.hub_id, p.hub_config, p.split or "train")
         if p.builder is not None:
             split = p.split or "train"
             cache = Path(ctx.run_dir) / "_hf_cache"
@@ -109,6 +121,22 @@ class ReadHfDataset(Reader[ReadHfDatasetParams]):
                 raise KeyError(f"{p.path}: no split {split!r} (splits: {sorted(loaded)})")
             return loaded[split], f"{p.path}/{split}"
         return loaded, p.path
+
+
+def _from_hub_cache(datasets: Any, hub_id: str, config: str | None, split: str) -> tuple["datasets.Dataset", str]:
+    """A Hub dataset from the local cache (``datasets`` is offline: nothing is downloaded)."""
+    try:
+        hf = datasets.load_dataset(hub_id, config, split=split)
+    except (ConnectionError, FileNotFoundError, ValueError) as exc:
+        where = os.environ.get("HF_DATASETS_CACHE") or os.environ.get("HF_HOME") or "~/.cache/huggingface"
+        named = f"{hub_id!r}" + (f" (configuration {config!r})" if config else "")
+        raise FileNotFoundError(
+            f"the Hugging Face Hub dataset {named}, split {split!r}, is not in the local datasets cache ({where}), "
+            f"and raypress never downloads: load it once on a connected machine with the same HF_HOME "
+            f"(datasets.load_dataset({hub_id!r}, {config!r}, split={split!r})), or save_to_disk it and give "
+            f"that directory as `path` ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+    source = f"{hub_id}/{config}/{split}" if config else f"{hub_id}/{split}"
+    return hf, source
 
 
 def _only_split(dd: "datasets.DatasetDict", path: str) -> str:

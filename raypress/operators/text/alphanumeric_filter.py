@@ -1,15 +1,20 @@
 """alphanumeric_filter (Data-Juicer): the share of alphanumeric characters.
 
-Character ratios divide by ``len(text)`` in code points and are 0.0 for empty text."""
+Character ratios divide by ``len(text)`` in code points and are 0.0 for empty text.  With
+``tokenization`` the stat is Data-Juicer's ``alpha_token_ratio`` instead: alphabetic characters
+(str.isalpha) per token of the ``EleutherAI/pythia-6.9b-deduped`` tokenizer, found locally
+(dj_models; never downloaded)."""
 
 from __future__ import annotations
 
 import sys
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from raypress.operators.registry import register
 from raypress.operators.text.batch import CodepointBatch, alnum_lut
+from raypress.operators.text.dj_models import PYTHIA_TOKENIZER, hf_tokenizer_file
+from raypress.operators.text.hf_tokenizers import hf_token_splitter
 from raypress.operators.text.params import RatioParams
 from raypress.operators.text.range_filter import RangeTextFilter
 
@@ -17,32 +22,43 @@ from raypress.operators.text.range_filter import RangeTextFilter
 class AlphanumericParams(RatioParams):
     tokenization: bool = Field(
         default=False,
-        description="ratio of alphabetic characters to tokenizer tokens (needs a HuggingFace "
-        "tokenizer download; not supported) instead of alphanumeric characters to characters",
+        description="alpha_token_ratio (alphabetic characters per token of the EleutherAI/pythia-6.9b-deduped "
+        "tokenizer, found locally) instead of alnum_ratio (alphanumeric characters per character)",
     )
-    min_ratio: float = Field(default=0.25, description="keep samples whose alnum ratio is >= min_ratio")
-    max_ratio: float = Field(default=sys.maxsize, description="keep samples whose alnum ratio is <= max_ratio")
+    min_ratio: float = Field(default=0.25, description="keep samples whose ratio is >= min_ratio")
+    max_ratio: float = Field(default=sys.maxsize, description="keep samples whose ratio is <= max_ratio")
 
-    @field_validator("tokenization")
-    @classmethod
-    def _no_tokenizer(cls, value: bool) -> bool:
-        if value:
-            raise ValueError(
-                "tokenization=True counts tokens of the EleutherAI/pythia-6.9b-deduped tokenizer, "
-                "downloaded at run time, which raypress does not do; use tokenization=False "
-                "(alnum_ratio: alphanumeric characters / characters)"
-            )
-        return value
+    def missing_model_files(self, op: str) -> str | None:
+        if not self.tokenization:
+            return None
+        try:
+            hf_tokenizer_file(PYTHIA_TOKENIZER, op)
+        except FileNotFoundError as exc:
+            return str(exc)
+        return None
 
 
-@register("alphanumeric_filter")
+@register("alphanumeric_filter", requires_when={"tokenization": {"tokenizers": "text"}})
 class AlphanumericFilter(RangeTextFilter[AlphanumericParams]):
-    """Keep samples whose share of alphanumeric characters (str.isalnum) is within [min_ratio, max_ratio]."""
+    """Keep samples whose share of alphanumeric characters (str.isalnum) is within [min_ratio, max_ratio]
+    (with tokenization: alphabetic characters per tokenizer token)."""
 
     stat = "alnum_ratio"
 
+    def __init__(self, params: AlphanumericParams, artifacts=None):
+        super().__init__(params, artifacts)
+        self.tokens = hf_token_splitter(PYTHIA_TOKENIZER, self.name) if params.tokenization else None
+        if self.tokens is not None:
+            self.stat = "alpha_token_ratio"
+            self.stat_names = (self.stat,)
+
     def stat_value(self, text: str) -> float:
+        if self.tokens is not None:
+            count = len(self.tokens(text))
+            return sum(map(str.isalpha, text)) / count if count else 0.0
         return sum(map(str.isalnum, text)) / len(text) if text else 0.0
 
     def batch_values(self, texts: list[str | None]) -> list[float]:
+        if self.tokens is not None:
+            return super().batch_values(texts)
         return CodepointBatch.of(texts).ratio_per_row(alnum_lut())

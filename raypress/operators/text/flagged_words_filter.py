@@ -18,7 +18,7 @@ class FlaggedWordsParams(WordListParams):
     )
 
 
-@register("flagged_words_filter")
+@register("flagged_words_filter", requires_when={"tokenization": {"sentencepiece": "text"}})
 class FlaggedWordsFilter(WordListRatioFilter[FlaggedWordsParams]):
     """Keep samples whose share of flagged (obscene) words is within [min_ratio, max_ratio]."""
 

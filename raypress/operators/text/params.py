@@ -1,38 +1,17 @@
 """Parameter models that several text ops share, so their names, defaults and checks stay identical.
 
 Data-Juicer's text filters repeat a few parameter groups (a ratio interval, a length interval,
-the ``lang`` + ``tokenization`` pair); each op's own params subclass one of these.  ``TextParams``
+the ``lang`` + ``tokenization`` pair, in tokenized_params); each op's own params subclass one of these.  ``TextParams``
 (the ``text_key`` every text op takes) lives in ``raypress.operators.base`` and is re-exported here."""
 
 from __future__ import annotations
 
 import sys
-
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from raypress.operators.base import TextParams
 
-__all__ = ["LengthParams", "RatioParams", "TextParams", "TokenizedParams"]
-
-
-class TokenizedParams(TextParams):
-    """Data-Juicer's ``lang`` + ``tokenization`` pair, restricted to the download-free path."""
-
-    lang: str = Field(default="en", description="language of the samples")
-    tokenization: bool = Field(
-        default=False,
-        description="split words with a tokenizer model; only False (whitespace split) is supported",
-    )
-
-    @field_validator("tokenization")
-    @classmethod
-    def _no_tokenizer(cls, value: bool) -> bool:
-        if value:
-            raise ValueError(
-                "tokenization=True needs a sentencepiece/HuggingFace tokenizer downloaded at run "
-                "time, which raypress does not do; use tokenization=False (words split on whitespace)"
-            )
-        return value
+__all__ = ["LengthParams", "RatioParams", "TextParams"]
 
 
 # A closed interval on a ratio stat (character filters).  No docstring: it would become the

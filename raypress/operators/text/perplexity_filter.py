@@ -8,17 +8,15 @@ the lines' log10 scores and ``N`` the pieces plus one ``</s>`` per line, the sta
 
 Data-Juicer downloads ``{lang}.arpa.bin`` and ``{lang}.sp.model`` (the Wikipedia models of
 edugp/kenlm on the Hugging Face Hub) at run time; raypress never downloads, so the two files come
-from ``model_path`` / ``sp_model_path``, else from the directory named by ``$RAYPRESS_KENLM_MODELS``,
-else from Data-Juicer's own model cache (``$DATA_JUICER_MODELS_CACHE`` or
-``~/.cache/data_juicer/models``) where a Data-Juicer install already put them.  Explicit paths are
-checked when the pipeline is validated; files found by name are looked up when the op starts, and
-their absence is an error that says how to provide them.  ``kenlm`` and ``sentencepiece`` are
+from ``model_path`` / ``sp_model_path``, else by name from the directory named by ``$RAYPRESS_DJ_MODELS``
+or Data-Juicer's own model cache (dj_models).  Explicit paths are checked when the pipeline is
+validated; files found by name before a local run starts Ray and when the op starts, and their
+absence is an error that says how to provide them.  ``kenlm`` and ``sentencepiece`` are
 imported only then.
 """
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,11 +25,9 @@ from pydantic import Field, field_validator
 
 from raypress.operators.base import TextParams
 from raypress.operators.registry import register
+from raypress.operators.text.dj_models import KENLM_NAME, MODELS_ENV, SP_NAME, search_dirs
+from raypress.operators.text.sentencepiece_models import load_sentencepiece
 from raypress.operators.text.range_filter import RangeTextFilter
-
-MODELS_ENV = "RAYPRESS_KENLM_MODELS"
-KENLM_NAME = "{lang}.arpa.bin"  # Data-Juicer's file names
-SP_NAME = "{lang}.sp.model"
 
 
 class PerplexityParams(TextParams):
@@ -56,6 +52,13 @@ class PerplexityParams(TextParams):
             raise ValueError(f"{value!r} is not a file")
         return value
 
+    def missing_model_files(self, op: str) -> str | None:
+        try:
+            self.model_files()
+        except FileNotFoundError as exc:
+            return str(exc)
+        return None
+
     def model_files(self) -> tuple[Path, Path]:
         """(KenLM model, sentencepiece model), or FileNotFoundError saying how to provide them."""
         dirs = search_dirs()
@@ -67,15 +70,6 @@ class PerplexityParams(TextParams):
                 raise FileNotFoundError(missing_models_message(self.lang, dirs))
             found.append(path)
         return found[0], found[1]
-
-
-def search_dirs() -> list[Path]:
-    """Where model files are looked up by name: $RAYPRESS_KENLM_MODELS, then Data-Juicer's cache."""
-    dirs = [os.environ.get(MODELS_ENV), os.environ.get("DATA_JUICER_MODELS_CACHE")]
-    home = os.environ.get("DATA_JUICER_CACHE_HOME") or os.path.join(os.environ.get("CACHE_HOME", "~/.cache"),
-                                                                    "data_juicer")
-    dirs.append(os.path.join(home, "models"))
-    return [Path(d).expanduser() for d in dirs if d]
 
 
 def missing_models_message(lang: str, dirs: list[Path]) -> str:
@@ -92,15 +86,6 @@ def load_kenlm(path: str) -> Any:
     import kenlm
 
     return kenlm.Model(path)
-
-
-@lru_cache(maxsize=2)
-def load_sentencepiece(path: str) -> Any:
-    import sentencepiece
-
-    sp = sentencepiece.SentencePieceProcessor()
-    sp.load(path)
-    return sp
 
 
 def pieces_text(sp: Any, text: str) -> str:

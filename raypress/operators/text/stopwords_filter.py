@@ -18,7 +18,7 @@ class StopwordsParams(WordListParams):
     )
 
 
-@register("stopwords_filter")
+@register("stopwords_filter", requires_when={"tokenization": {"sentencepiece": "text"}})
 class StopwordsFilter(WordListRatioFilter[StopwordsParams]):
     """Keep samples whose share of stop words is within [min_ratio, max_ratio] (too few: not prose)."""
 

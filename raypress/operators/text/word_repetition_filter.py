@@ -1,7 +1,7 @@
 """word_repetition_filter (Data-Juicer): how much of a text is repeated word n-grams.
 
-Words are split on ' ', '\\n', '\\t', lower-cased and stripped of special characters
-(words.refined_words)."""
+Words are split on ' ', '\\n', '\\t' (with ``tokenization``: into the pieces of Data-Juicer's
+sentencepiece model), lower-cased and stripped of special characters (words.refined_words)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import Field, PositiveInt
 
 from raypress.operators.registry import register
 from raypress.operators.text.batch import CodepointBatch
-from raypress.operators.text.params import TokenizedParams
+from raypress.operators.text.tokenized_params import TokenizedParams
 from raypress.operators.text.range_filter import RangeTextFilter
 from raypress.operators.text.words import refined_words
 
@@ -22,7 +22,7 @@ class WordRepetitionParams(TokenizedParams):
     max_ratio: float = Field(default=0.5, description="keep samples whose ratio is <= max_ratio")
 
 
-@register("word_repetition_filter")
+@register("word_repetition_filter", requires_when={"tokenization": {"sentencepiece": "text"}})
 class WordRepetitionFilter(RangeTextFilter[WordRepetitionParams]):
     """Keep samples whose word n-gram repetition ratio is within [min_ratio, max_ratio].
 
@@ -30,10 +30,16 @@ class WordRepetitionFilter(RangeTextFilter[WordRepetitionParams]):
 
     stat = "word_rep_ratio"
 
+    def __init__(self, params: WordRepetitionParams, artifacts=None):
+        super().__init__(params, artifacts)
+        self.split = params.word_splitter("word_repetition_filter")
+
     def stat_value(self, text: str) -> float:
-        return self._ratio(refined_words(text))
+        return self._ratio(refined_words(text, split=self.split))
 
     def batch_values(self, texts: list[str | None]) -> list[float]:
+        if self.split is not None:
+            return super().batch_values(texts)
         lowered = [t.lower() if t else "" for t in texts]
         return [self._ratio(words) for words in CodepointBatch.of(lowered).words_per_row()]
 

@@ -1,6 +1,7 @@
 """The share of words found in a word list: what stopwords_filter and flagged_words_filter compute.
 
-Words are lower-cased and stripped of special characters (words.refined_words); with
+Words (split on whitespace, or with ``tokenization`` into the pieces of Data-Juicer's sentencepiece
+model) are lower-cased and stripped of special characters (words.refined_words); with
 ``use_words_aug`` the joined n-grams of words are appended to them first, so the ratio counts
 both in numerator and denominator, as Data-Juicer does for Chinese and Vietnamese.  Each op
 only names its list, its stat and the param holding the list's directory."""
@@ -13,7 +14,7 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from raypress.operators.text.batch import CodepointBatch
-from raypress.operators.text.params import TokenizedParams
+from raypress.operators.text.tokenized_params import TokenizedParams
 from raypress.operators.text.range_filter import RangeTextFilter
 from raypress.operators.text.wordlists import words_for_lang
 from raypress.operators.text.words import refined_words
@@ -42,6 +43,7 @@ class WordListRatioFilter(RangeTextFilter[WLP]):
     def __init__(self, params: WLP, artifacts=None):
         super().__init__(params, artifacts)
         self.words = words_for_lang(getattr(params, self.dir_param), self.words_type, params.lang)
+        self.split = params.word_splitter(self.name)
 
     def stat_value(self, text: str) -> float:
         p = self.params
@@ -50,6 +52,7 @@ class WordListRatioFilter(RangeTextFilter[WLP]):
             use_words_aug=p.use_words_aug,
             words_aug_group_sizes=p.words_aug_group_sizes,
             words_aug_join_char=p.words_aug_join_char,
+            split=self.split,
         )
         if not words:
             return 0.0
@@ -57,7 +60,7 @@ class WordListRatioFilter(RangeTextFilter[WLP]):
         return min(1.0, sum(1 for w in words if w in listed) / len(words))
 
     def batch_values(self, texts: list[str | None]) -> list[float]:
-        if self.params.use_words_aug:  # augmented words are joined per row: row by row
+        if self.params.use_words_aug or self.split is not None:  # joined or tokenised per row: row by row
             return super().batch_values(texts)
         batch = CodepointBatch.of([t.lower() if t else "" for t in texts])
         words, counts = batch.words()

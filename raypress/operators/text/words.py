@@ -13,7 +13,7 @@ per-character Python loop on the common path).
 from __future__ import annotations
 
 import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import emoji
 
@@ -120,12 +120,18 @@ def refined_words(
     use_words_aug: bool = False,
     words_aug_group_sizes: Sequence[int] = (2,),
     words_aug_join_char: str = "",
+    split: Callable[[str], list[str]] | None = None,
 ) -> list[str]:
-    """Words of a document as Data-Juicer's word filters see them: split on ' ', '\\n', '\\t',
-    lower-cased, stripped of SPECIAL_CHARACTERS, optionally augmented.
+    """Words of a document as Data-Juicer's word filters see them: split on ' ', '\\n', '\\t' (or
+    by ``split``, a tokenizer's pieces), lower-cased, stripped of SPECIAL_CHARACTERS, optionally
+    augmented.
 
     Lower-casing the whole document before splitting gives the same words as lower-casing each
-    word (the separators are neither cased nor case-ignorable) and is one call instead of many."""
+    word (the separators are neither cased nor case-ignorable) and is one call instead of many;
+    a tokenizer splits the text as written and its pieces are lower-cased, as Data-Juicer does."""
+    if split is not None:
+        return words_refinement([w for w in split(text) if w], lower_case, SPECIAL_CHARACTERS, use_words_aug,
+                                words_aug_group_sizes, words_aug_join_char)
     words = strip_words(split_on_whitespace(text.lower() if lower_case else text))
     if use_words_aug:
         words = words + augmented(words, words_aug_group_sizes, words_aug_join_char)

@@ -1,0 +1,53 @@
+"""Data-Juicer's ``lang`` + ``tokenization`` parameter pair of its word-based text ops.
+
+Its own module because ``tokenization: true`` loads a sentencepiece model: the ops that take these
+params declare ``requires_when={"tokenization": {"sentencepiece": "text"}}``, the others never
+import it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from pydantic import Field, field_validator
+
+from raypress.operators.base import TextParams
+from raypress.operators.text.dj_models import sentencepiece_file
+from raypress.operators.text.sentencepiece_models import piece_splitter
+
+
+class TokenizedParams(TextParams):
+    """Data-Juicer's ``lang`` + ``tokenization`` pair: words split on whitespace, or (tokenization)
+    the pieces of Data-Juicer's ``{lang}.sp.model`` sentencepiece model, found locally (dj_models).
+    """
+
+    lang: str = Field(default="en", description="language of the samples (picks {lang}.sp.model)")
+    tokenization: bool = Field(
+        default=False,
+        description="split words into the pieces of the sentencepiece model {lang}.sp.model (looked up "
+        "in $RAYPRESS_DJ_MODELS or Data-Juicer's model cache; never downloaded) instead of on whitespace",
+    )
+    sp_model_path: str | None = Field(
+        default=None, description="raypress: a local sentencepiece model for tokenization=True, "
+        "instead of {lang}.sp.model found by name")
+
+    @field_validator("sp_model_path")
+    @classmethod
+    def _is_file(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).expanduser().is_file():
+            raise ValueError(f"{value!r} is not a file")
+        return value
+
+    def word_splitter(self, op: str) -> Callable[[str], list[str]] | None:
+        """The sentencepiece splitter when tokenization is on, else None (whitespace)."""
+        return piece_splitter(self.lang, self.sp_model_path, op) if self.tokenization else None
+
+    def missing_model_files(self, op: str) -> str | None:
+        """Why the op could not start on this machine (its model file is not here), or None."""
+        if not self.tokenization:
+            return None
+        try:
+            sentencepiece_file(self.lang, self.sp_model_path, op)
+        except FileNotFoundError as exc:
+            return str(exc)
+        return None
