@@ -79,6 +79,9 @@ class Runner:
     # -- events ---------------------------------------------------------------
     def emit(self, event: dict) -> None:
         self.store.event(event)
+        if event.get("event") == "ids_assigned" and event.get("node") in self.ledger.nodes:
+            # how many rows a reader gave an id (theirs was missing or repeated): the ledger says so
+            self.ledger.nodes[event["node"]]["ids_assigned"] = event.get("assigned", 0)
         if self.on_event is not None:
             self.on_event(event)
 
@@ -147,16 +150,20 @@ class Runner:
 
     def _check_model_files(self) -> None:
         """Every model file an op finds by name (Data-Juicer's sentencepiece/KenLM models, a
-        tokenizer), before Ray starts: one line per node naming its YAML line and how to provide the
-        file, instead of an actor's traceback after the nodes before it have run."""
+        tokenizer), resolved before Ray starts and pinned in the node's params, so the workers load
+        the files found here; a missing one is one line per node naming its YAML line and how to
+        provide the file, instead of an actor's traceback after the nodes before it have run."""
         spec, problems = self.vp.spec, []
         by_id = {n.id: n for n in spec.nodes}
         for nid in self.vp.order:
             node = self.vp.nodes[nid]
-            why = node.params.missing_model_files(node.op_cls.name) if node.params is not None else None
-            if why:
+            if node.params is None:
+                continue
+            try:
+                node.params = node.params.with_model_files(node.op_cls.name)
+            except FileNotFoundError as exc:
                 line = spec.line(by_id[nid].path) if nid in by_id else None
-                problems.append(f"{spec.doc.file}:{line} node '{nid}': {why}" if line else f"node '{nid}': {why}")
+                problems.append(f"{spec.doc.file}:{line} node '{nid}': {exc}" if line else f"node '{nid}': {exc}")
         if problems:
             raise RunFailed("\n".join(problems))
 

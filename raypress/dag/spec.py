@@ -138,6 +138,8 @@ def spec_from_doc(doc: LocatedDoc, overrides=(), default_name: str = "pipeline")
                                 "(or a Data-Juicer `process:` list)"))
         return PipelineSpec(default_name, "", dict(Settings.DEFAULTS), [], doc, problems)
 
+    if "process" in data:  # Data-Juicer's command line sets its global keys: `--set dataset_path=...`
+        data, overrides = _recipe_key_overrides(data, overrides, problems)
     for key in data:
         if key not in TOP_KEYS:
             problems.append(Problem(f, doc.line((key,)), f"unknown top-level key{did_you_mean(str(key), TOP_KEYS)}",
@@ -440,6 +442,25 @@ def _expand_process(data: dict, doc: LocatedDoc, problems: list[Problem],
     return nodes
 
 
+def _recipe_key_overrides(data: dict, overrides, problems: list[Problem]) -> tuple[dict, list[str]]:
+    """A Data-Juicer recipe with its top-level keys set from `--set KEY=VALUE` (``dataset_path``,
+    ``export_path``, ``np``, ... as Data-Juicer's `--dataset_path` does), and the other overrides."""
+    rest: list[str] = []
+    data = dict(data)
+    for item in overrides or ():
+        key, _, raw = item.partition("=")
+        if not _ or "." in key or key not in TOP_KEYS or key in ("nodes", "settings", "process"):
+            rest.append(item)
+            continue
+        try:
+            data[key] = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError as exc:
+            problems.append(Problem("--set", None, f"value is not valid YAML: {exc}", key=item))
+        if key == "dataset_path":
+            data.pop("dataset", None)  # the path given replaces the recipe's `dataset:` sources
+    return data, rest
+
+
 def _override_targets(node_id: str, param: str, by_id: dict) -> list[str] | str:
     """The node ids `--set NODE.PARAM` applies to (``[]`` for `settings.KEY`), or why it applies to none."""
     if node_id == "settings" and node_id not in by_id:
@@ -453,12 +474,14 @@ def _override_targets(node_id: str, param: str, by_id: dict) -> list[str] | str:
 
 def apply_overrides(spec: PipelineSpec, overrides) -> None:
     """`--set NODE.PARAM=VALUE` (VALUE parsed as YAML; NODE may be a glob such as `bridge_*`, setting
-    the param on every matching node) and `--set settings.KEY=VALUE`; bad ones become problems."""
+    the param on every matching node) and `--set settings.KEY=VALUE`; bad ones become problems
+    (a Data-Juicer recipe's `--set dataset_path=...` is applied before, by _recipe_key_overrides)."""
     by_id = {n.id: n for n in spec.nodes}
     for item in overrides or ():
         where = Problem("--set", None, "", key=item)
         if "=" not in item or "." not in item.split("=", 1)[0]:
-            where.message = "expected NODE.PARAM=VALUE"
+            where.message = ("expected NODE.PARAM=VALUE (a Data-Juicer recipe also takes its top-level keys: "
+                             "`--set dataset_path=...`)")
             spec.problems.append(where)
             continue
         target, raw_value = item.split("=", 1)

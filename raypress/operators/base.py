@@ -45,10 +45,19 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    def with_model_files(self, op: str) -> "Params":
+        """These params with every model file the op finds by name (a Data-Juicer model, a
+        tokenizer) resolved to its path on this machine; FileNotFoundError saying how to provide a
+        missing one.  A local run pins the paths before Ray starts, so the answer is one line, not
+        an actor's traceback an hour in, and the workers load exactly the files found here."""
+        return self
+
     def missing_model_files(self, op: str) -> str | None:
-        """Why the op could not start on this machine because a model file it finds by name is not
-        here (how to provide it), or None.  Checked before a local run starts Ray, so the answer is
-        one line, not an actor's traceback an hour in; files named by a param are checked by validate."""
+        """Why ``with_model_files`` fails here (how to provide the file), or None."""
+        try:
+            self.with_model_files(op)
+        except FileNotFoundError as exc:
+            return str(exc)
         return None
 
 

@@ -36,6 +36,8 @@ def test_recipe_keeps_ids_drops_stats_and_counts_assigned_ids(ray_session, tmp_p
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     (assigned,) = [e for e in events if e["event"] == "ids_assigned"]
     assert (assigned["node"], assigned["assigned"], assigned["missing"], assigned["repeated"]) == ("dataset", 2, 1, 1)
+    assert ledger["nodes"]["dataset"]["ids_assigned"] == 2  # and the ledger says how many
+    assert json.loads((tmp_path / "run" / "ledger.json").read_text())["nodes"]["dataset"]["ids_assigned"] == 2
 
 
 def test_keep_stats_in_res_ds_true_exports_the_stats(ray_session, tmp_path):

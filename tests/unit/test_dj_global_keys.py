@@ -252,3 +252,23 @@ def test_notices_print_once_per_run_not_again_in_the_supervised_child(tmp_path, 
     monkeypatch.setenv("RAYPRESS_NOTICES_SHOWN", "1")
     load_pipeline(recipe)
     assert "note:" not in capsys.readouterr().err
+
+
+def test_a_recipe_takes_its_top_level_keys_from_set_as_data_juicers_command_line_does(tmp_path):
+    """`dj-process --config r.yaml --dataset_path X`: `raypress run r.yaml --set dataset_path=X`."""
+    path = tmp_path / "r.yaml"
+    path.write_text("dataset_path: /path/to/your/dataset\nexport_path: /path/to/out.jsonl\nnp: 50\n"
+                    "process:\n  - clean_email_mapper:\n")
+    spec = read_spec(path, ["dataset_path=data/in.jsonl", "export_path=out/o.parquet", "np=2",
+                            "clean_email_mapper.text_key=body"])
+    assert not spec.problems
+    by_id = {n.id: n for n in spec.nodes}
+    assert (by_id["dataset"].op, by_id["dataset"].params) == ("read_jsonl", {"paths": ["data/in.jsonl"]})
+    assert (by_id["export"].op, by_id["export"].params) == ("write_parquet", {"path": "out/o.parquet"})
+    assert spec.settings["np"] == 2 and by_id["clean_email_mapper"].params == {"text_key": "body"}
+    # a dataset_path given replaces the recipe's `dataset:` sources
+    path.write_text("dataset:\n  configs:\n    - {type: remote, source: modelscope, path: a/b}\n"
+                    "process:\n  - clean_email_mapper:\n")
+    spec = read_spec(path, ["dataset_path=in.jsonl"])
+    assert not spec.problems and spec.nodes[0].params == {"paths": ["in.jsonl"]}
+    assert any("dataset_path=" in p.message for p in read_spec(path, ["no_such_key=1"]).problems)

@@ -108,10 +108,15 @@ def read_jsonl_file(path: str, abs_path: str, node: str, id_key: str | None, ass
                     yield chunk.flush()
         except (OSError, EOFError) as exc:  # truncated or corrupt compressed file: keep what was read
             chunk.dead(f"{path}:{line_no + 1}", "unreadable_file", f"{type(exc).__name__}: {exc}")
+    if counter is not None and (chunk.missing or chunk.repeated):
+        # Waited for, and before the last yield: an actor call in flight when the task ends may reach
+        # the counter after the run has read its totals (calls from different tasks are unordered),
+        # and a consumer need not resume a generator after its last row.
+        import ray
+
+        ray.get(counter.add.remote(chunk.missing, chunk.repeated))
     if chunk.size:
         yield chunk.flush()
-    if counter is not None and (chunk.missing or chunk.repeated):
-        counter.add.remote(chunk.missing, chunk.repeated)
 
 
 def own_id(value: Any) -> str | None:

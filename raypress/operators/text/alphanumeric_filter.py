@@ -8,8 +8,9 @@ Character ratios divide by ``len(text)`` in code points and are 0.0 for empty te
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from raypress.operators.registry import register
 from raypress.operators.text.batch import CodepointBatch, alnum_lut
@@ -28,14 +29,24 @@ class AlphanumericParams(RatioParams):
     min_ratio: float = Field(default=0.25, description="keep samples whose ratio is >= min_ratio")
     max_ratio: float = Field(default=sys.maxsize, description="keep samples whose ratio is <= max_ratio")
 
-    def missing_model_files(self, op: str) -> str | None:
+    tokenizer_path: str | None = Field(
+        default=None, description="raypress: a local tokenizer.json for tokenization=True, instead of "
+        "EleutherAI/pythia-6.9b-deduped's found by name")
+
+    @field_validator("tokenizer_path")
+    @classmethod
+    def _is_file(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).expanduser().is_file():
+            raise ValueError(f"{value!r} is not a file")
+        return value
+
+    def tokenizer_file(self, op: str) -> Path:
+        return Path(self.tokenizer_path).expanduser() if self.tokenizer_path else hf_tokenizer_file(PYTHIA_TOKENIZER, op)
+
+    def with_model_files(self, op: str) -> "AlphanumericParams":
         if not self.tokenization:
-            return None
-        try:
-            hf_tokenizer_file(PYTHIA_TOKENIZER, op)
-        except FileNotFoundError as exc:
-            return str(exc)
-        return None
+            return self
+        return self.model_copy(update={"tokenizer_path": str(self.tokenizer_file(op))})
 
 
 @register("alphanumeric_filter", requires_when={"tokenization": {"tokenizers": "text"}})
@@ -47,7 +58,7 @@ class AlphanumericFilter(RangeTextFilter[AlphanumericParams]):
 
     def __init__(self, params: AlphanumericParams, artifacts=None):
         super().__init__(params, artifacts)
-        self.tokens = hf_token_splitter(PYTHIA_TOKENIZER, self.name) if params.tokenization else None
+        self.tokens = hf_token_splitter(params.tokenizer_file(self.name)) if params.tokenization else None
         if self.tokens is not None:
             self.stat = "alpha_token_ratio"
             self.stat_names = (self.stat,)

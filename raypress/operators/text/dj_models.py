@@ -5,7 +5,8 @@ Hugging Face tokenizers (``EleutherAI/pythia-6.9b-deduped``) when an op starts. 
 downloads, so the same files are looked up by the same names, in order:
 
 1. the directory named by ``$RAYPRESS_DJ_MODELS``;
-2. Data-Juicer's own model cache (``$DATA_JUICER_MODELS_CACHE``, else
+2. Data-Juicer's external model homes (``$DATA_JUICER_EXTERNAL_MODELS_HOME``, os.pathsep-separated),
+   then its own model cache (``$DATA_JUICER_MODELS_CACHE``, else
    ``$DATA_JUICER_CACHE_HOME/models``, else ``~/.cache/data_juicer/models``), where a Data-Juicer
    install already put them;
 3. for a Hugging Face tokenizer only: ``<dir>/<org>/<name>/tokenizer.json`` in those directories
@@ -13,7 +14,8 @@ downloads, so the same files are looked up by the same names, in order:
    ``$HF_HOME/hub`` or ``~/.cache/huggingface/hub``), where ``huggingface-cli download`` puts it.
 
 A missing file is a ``FileNotFoundError`` whose message says how to provide it, raised when the op
-starts and checked before a local run starts Ray (``missing_model_files`` in the runner).  Loading
+starts; a local run resolves them before Ray starts and pins the paths in the params
+(``Params.with_model_files``).  Loading
 lives in ``sentencepiece_models`` and ``hf_tokenizers``: this module imports no model package.
 """
 
@@ -29,8 +31,9 @@ PYTHIA_TOKENIZER = "EleutherAI/pythia-6.9b-deduped"  # what Data-Juicer's alphan
 
 
 def search_dirs() -> list[Path]:
-    """Where model files are looked up by name: $RAYPRESS_DJ_MODELS, then Data-Juicer's cache."""
-    dirs = [os.environ.get(MODELS_ENV), os.environ.get("DATA_JUICER_MODELS_CACHE")]
+    """Where model files are looked up by name: $RAYPRESS_DJ_MODELS, then where Data-Juicer looks."""
+    external = [p.strip() for p in os.environ.get("DATA_JUICER_EXTERNAL_MODELS_HOME", "").split(os.pathsep)]
+    dirs = [os.environ.get(MODELS_ENV), *external, os.environ.get("DATA_JUICER_MODELS_CACHE")]
     home = os.environ.get("DATA_JUICER_CACHE_HOME") or os.path.join(os.environ.get("CACHE_HOME", "~/.cache"),
                                                                     "data_juicer")
     dirs.append(os.path.join(home, "models"))

@@ -1,11 +1,11 @@
-"""Hugging Face tokenizers (``tokenizer.json``) loaded with ``tokenizers``, found by ``dj_models``."""
+"""Hugging Face tokenizers (``tokenizer.json``) loaded with ``tokenizers``."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from typing import Any, Callable
 
-from raypress.operators.text.dj_models import hf_tokenizer_file
+from pathlib import Path
 
 
 @lru_cache(maxsize=4)
@@ -15,7 +15,8 @@ def load_hf_tokenizer(path: str) -> Any:
     return Tokenizer.from_file(path)
 
 
-def hf_token_splitter(name: str, op: str) -> Callable[[str], list[str]]:
-    """The tokens transformers' ``tokenizer.tokenize(text)`` gives: no special tokens added."""
-    tokenizer = load_hf_tokenizer(str(hf_tokenizer_file(name, op)))
+def hf_token_splitter(path: Path) -> Callable[[str], list[str]]:
+    """The tokens transformers' ``tokenizer.tokenize(text)`` gives for the tokenizer.json at
+    ``path`` (found by ``dj_models.hf_tokenizer_file``): no special tokens added."""
+    tokenizer = load_hf_tokenizer(str(path))
     return lambda text: tokenizer.encode(text, add_special_tokens=False).tokens

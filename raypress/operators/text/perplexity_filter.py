@@ -52,12 +52,9 @@ class PerplexityParams(TextParams):
             raise ValueError(f"{value!r} is not a file")
         return value
 
-    def missing_model_files(self, op: str) -> str | None:
-        try:
-            self.model_files()
-        except FileNotFoundError as exc:
-            return str(exc)
-        return None
+    def with_model_files(self, op: str) -> "PerplexityParams":
+        lm, sp = self.model_files()
+        return self.model_copy(update={"model_path": str(lm), "sp_model_path": str(sp)})
 
     def model_files(self) -> tuple[Path, Path]:
         """(KenLM model, sentencepiece model), or FileNotFoundError saying how to provide them."""

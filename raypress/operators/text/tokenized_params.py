@@ -42,12 +42,7 @@ class TokenizedParams(TextParams):
         """The sentencepiece splitter when tokenization is on, else None (whitespace)."""
         return piece_splitter(self.lang, self.sp_model_path, op) if self.tokenization else None
 
-    def missing_model_files(self, op: str) -> str | None:
-        """Why the op could not start on this machine (its model file is not here), or None."""
+    def with_model_files(self, op: str) -> "TokenizedParams":
         if not self.tokenization:
-            return None
-        try:
-            sentencepiece_file(self.lang, self.sp_model_path, op)
-        except FileNotFoundError as exc:
-            return str(exc)
-        return None
+            return self
+        return self.model_copy(update={"sp_model_path": str(sentencepiece_file(self.lang, self.sp_model_path, op))})
