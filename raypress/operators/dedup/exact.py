@@ -40,31 +40,35 @@ def _hex(value: object) -> str:
 
 
 def mark_duplicates(
-    table: pa.Table, key: str, node: str, detail_key: str = "key", render: KeyRender = _hex
+    table: pa.Table, key: str, node: str, detail_key: str = "key", render: KeyRender = _hex,
+    prefer: str | None = None,
 ) -> pa.Table:
-    """Within ``table``: keep the smallest-``id`` live row per ``key``; tombstone the others.
+    """Within ``table``: keep the smallest-``id`` live row per ``key`` (with ``prefer``, a numeric
+    column: the row with the largest value, then the smallest id); tombstone the others.
 
     Each duplicate gets reason = the kept row's id and detail ``{detail_key: rendered key}``.
-    The ``key`` column is dropped from the result; every row of a key must be in ``table``."""
+    The ``key`` (and ``prefer``) columns are dropped from the result; every row of a key must be
+    in ``table``."""
     table = ensure_tombstone_columns(table)
     alive = alive_mask(table)
     if alive is None:
-        parts = _mark_live(table, key, node, detail_key, render)
+        parts = _mark_live(table, key, node, detail_key, render, prefer)
     else:
         dead = table.filter(pc.invert(alive))
-        parts = _mark_live(table.filter(alive), key, node, detail_key, render) + [dead]
+        parts = _mark_live(table.filter(alive), key, node, detail_key, render, prefer) + [dead]
     out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-    return out.drop_columns([key])
+    return out.drop_columns([key] + ([prefer] if prefer else []))
 
 
 def _mark_live(
-    live: pa.Table, key: str, node: str, detail_key: str, render: KeyRender
+    live: pa.Table, key: str, node: str, detail_key: str, render: KeyRender, prefer: str | None = None
 ) -> list[pa.Table]:
-    """Sort by (key, id): the first row of each key run is the winner."""
+    """Sort by (key, [-prefer,] id): the first row of each key run is the winner."""
     n = live.num_rows
     if n < 2:
         return [live]
-    live = live.sort_by([(key, "ascending"), (ID_COL, "ascending")])
+    order = [(key, "ascending")] + ([(prefer, "descending")] if prefer else []) + [(ID_COL, "ascending")]
+    live = live.sort_by(order)
     keys = live.column(key).combine_chunks()
     first = np.ones(n, dtype=bool)
     first[1:] = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
@@ -98,12 +102,14 @@ def keep_smallest_id(
     *,
     detail_key: str = "key",
     num_partitions: int | None = None,
+    prefer: str | None = None,
 ) -> "ray.data.Dataset":
-    """Shuffle ``ds`` by ``key`` and run :func:`mark_duplicates` on each whole partition.
+    """Shuffle ``ds`` by ``key`` and run :func:`mark_duplicates` on each whole partition (``prefer``:
+    see there; the name is kept for the common case).
 
     Under a sort-based shuffle strategy (where Ray refuses keyed repartitions) the same function
     runs through ``groupby().map_groups()``: slower (one call per group), same result."""
-    kwargs = dict(key=key, node=node, detail_key=detail_key)
+    kwargs = dict(key=key, node=node, detail_key=detail_key, prefer=prefer)
     if num_partitions == 1:  # small input: one block holds every group; no shuffle actors needed
         return ds.repartition(1).map_batches(
             mark_duplicates, batch_size=None, batch_format="pyarrow", fn_kwargs=kwargs
