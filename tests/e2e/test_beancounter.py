@@ -71,7 +71,7 @@ def test_the_complete_copy_is_kept_and_the_release_reloads(run):
     assert ds.num_rows == run["ledger"]["nodes"]["near"]["rows_out"]
     rows = {r["id"]: r for r in ds}
     exhibits = [r for r in rows.values() if r["accession"] == "0001011438-98-000429" and r["form_type"] == "EX-20.1"]
-    assert len(exhibits) == 1 and not exhibits[0]["source"].startswith(str(Path("/tmp")))  # the full one
+    assert len(exhibits) == 1 and not Path(exhibits[0]["source"]).name.startswith("resent-")  # the full one
     assert all(r["n_token"] > 0 and r["n_char"] == len(r["text"]) for r in rows.values())
     assert {"10-K", "10-Q", "8-K", "DEF 14A"} <= {r["form_type"] for r in rows.values()}
     assert not any(r["type_attachment"] in ("GRAPHIC", "ZIP", "EXCEL") for r in rows.values())
