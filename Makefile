@@ -6,7 +6,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.raypress-installed
 EXTRAS  ?= dev,text,perplexity,curation,images,webdataset,hf,torch,quality,purify,moe,kernels,reasoning
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test testdata bench setup clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,15 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/raypress run pipelines/quickstart.yaml
 
-test: $(STAMP)
+# BridgePure's tests read real Fashion-MNIST from Debian's package (offline once installed); where it
+# cannot be installed (no root, no archive) they skip and say why.
+testdata:
+	@dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || { \
+	  echo "installing dataset-fashion-mnist (Fashion-MNIST for the BridgePure tests)"; \
+	  (apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist) >/dev/null 2>&1 || \
+	  echo "could not install dataset-fashion-mnist: the BridgePure tests will skip"; }
+
+test: $(STAMP) testdata
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 

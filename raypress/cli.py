@@ -70,6 +70,8 @@ def _event_printer(event: dict) -> None:
                           f"({event['seconds']:.1f}s)")
         else:
             console.print(f"[green]✓[/] {node}: {event.get('artifact')} ({event.get('seconds', 0):.1f}s)")
+    elif kind == "warning":
+        console.print(f"[bold yellow]⚠ {escape(str(node))}: {escape(str(event.get('message')))}[/]")
     elif kind == "node_skipped":
         console.print(f"[yellow]↷[/] {node}: skipped ({event.get('reason')})")
     elif kind == "node_rerun":
@@ -89,6 +91,8 @@ def print_ledger(ledger: dict) -> None:
                       (e.get("artifact") and "artifact" or str(e["rows_out"])), dropped, str(e["duplicates"]),
                       str(e["quarantined"]), f"{e['seconds']:.1f}")
     out.print(table)
+    for warning in ledger.get("warnings", []):
+        out.print(f"[bold yellow]warning:[/] {escape(warning)}")
     if ledger["adds_up"]:
         out.print("[green]ledger adds up[/]")
     else:

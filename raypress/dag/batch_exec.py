@@ -117,12 +117,24 @@ class StreamingOpRunner:
             live, dead = table.filter(mask), table.filter(pc.invert(mask))
         live = strip_tombstone_columns(live)  # the op sees plain rows only
         out = self._run_safely(live) if live.num_rows else live
+        self._report_counts(out)
         result = ensure_tombstone_columns(out)
         if dead is not None and dead.num_rows:
             result = concat_aligned([result, ensure_tombstone_columns(dead)])
         if self.timer is not None:
             report_time(self.timer, self.node_id, time.perf_counter() - start, live.num_rows)
         return result
+
+    def _report_counts(self, out: pa.Table) -> None:
+        """The op's counters of this batch (over its live output rows), added to the run's totals."""
+        if self.timer is None or not out.num_rows:
+            return
+        mask = alive_mask(out)
+        counts = self.op.batch_counts(out if mask is None else strip_tombstone_columns(out.filter(mask)))
+        if counts:
+            import ray
+
+            ray.get(self.timer.count.remote(self.node_id, counts))
 
     def _apply(self, table: pa.Table) -> pa.Table:
         op = self.op

@@ -22,6 +22,7 @@ class Ledger:
     status: str = "running"  # running | succeeded | failed: a ledger never claims more than the run did
     error: str | None = None  # why a failed run stopped
     unfinished: list[str] = field(default_factory=list)  # nodes a failed run did not finish
+    warnings: list[str] = field(default_factory=list)  # the run added up, but a node did something suspect
 
     def to_json(self) -> dict:
         """``adds_up`` holds only for a finished run: a failed one did not account for every row."""
@@ -32,13 +33,15 @@ class Ledger:
             out["error"] = self.error
         if self.unfinished:
             out["unfinished"] = self.unfinished
+        if self.warnings:
+            out["warnings"] = self.warnings
         return out
 
     @classmethod
     def from_json(cls, data: dict) -> "Ledger":
         return cls(nodes=dict(data.get("nodes", {})), problems=list(data.get("problems", [])),
                    status=str(data.get("status", "succeeded")), error=data.get("error"),
-                   unfinished=list(data.get("unfinished", [])))
+                   unfinished=list(data.get("unfinished", [])), warnings=list(data.get("warnings", [])))
 
 
 def entry(op: str, kind: OpKind, rows_in: int, rows_out: int, dropped: dict[str, int] | None = None,

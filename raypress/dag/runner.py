@@ -85,6 +85,23 @@ class Runner:
         if self.on_event is not None:
             self.on_event(event)
 
+    def warn(self, node: str, message: str) -> None:
+        """Something a user must see although the ledger adds up: in the CLI, events and ledger."""
+        self.ledger.warnings.append(f"{node}: {message}")
+        self.emit({"event": "warning", "node": node, "message": message})
+
+    def _warn_total_drops(self) -> None:
+        """A node that took rows in and let none through is a bug until shown otherwise: say so."""
+        for nid in self.vp.order:
+            e = self.ledger.nodes.get(nid)
+            if not e or e.get("transforms") or e["kind"] in ("writer", "reader") or not e["rows_in"]:
+                continue
+            if e["rows_out"] == 0:
+                why = ", ".join(f"{r}: {n}" for r, n in sorted(e["dropped"].items(), key=lambda kv: -kv[1])[:3])
+                extra = [f"{e['duplicates']} duplicates"] if e["duplicates"] else []
+                extra += [f"{e['quarantined']} quarantined"] if e["quarantined"] else []
+                self.warn(nid, f"dropped all {e['rows_in']} of its input rows ({', '.join(filter(None, [why, *extra]))})")
+
     def ctx(self, nid: str) -> RunContext:
         return RunContext(run_dir=str(self.store.root), node_id=nid, seed=int(self.settings.get("seed", 0)),
                           emit=self.emit, settings=dict(self.settings), timer=getattr(self, "timer", None),
@@ -121,6 +138,7 @@ class Runner:
             raise
         self._cleanup()
         self.ledger.status = "succeeded"
+        self._warn_total_drops()
         self._finish_ledger()
         self.emit({"event": "run_finished", "seconds": round(time.perf_counter() - start, 3),
                    "adds_up": not self.ledger.problems})
@@ -329,6 +347,12 @@ class Runner:
         for n in nodes:
             self.emit({"event": "node_finished", "node": n.id, **{k: entries[n.id][k] for k in
                        ("rows_in", "rows_out", "dropped", "duplicates", "quarantined", "seconds")}})
+        counts = ray.get(self.timer.counts.remote())
+        for n in nodes:
+            if n.id in counts:
+                entries[n.id]["counts"] = counts[n.id]
+                for message in n.op_cls.count_warnings(n.params, counts[n.id]):
+                    self.warn(n.id, message)
 
     def _segment_source(self, nodes: list[VNode]):
         """The lazy Dataset entering the segment, the rows expected there, and the ops to stream."""

@@ -178,6 +178,7 @@ def spec_from_doc(doc: LocatedDoc, overrides=(), default_name: str = "pipeline")
         ray_address=dj.ray_address,
     )
     apply_overrides(spec, overrides)
+    resolve_param_references(spec)
     return spec
 
 
@@ -503,3 +504,34 @@ def apply_overrides(spec: PipelineSpec, overrides) -> None:
             node = by_id[nid]
             node.params = copy.deepcopy(node.params)
             node.params[param] = copy.deepcopy(value)
+
+
+PARAM_REFERENCE = re.compile(r"^\$\{([A-Za-z0-9_.-]+)\.([A-Za-z0-9_]+)\}$")
+
+
+def resolve_param_references(spec: PipelineSpec) -> None:
+    """A param whose value is exactly ``"${NODE.PARAM}"`` takes that node's param value, after the
+    `--set` overrides: one setting feeds several nodes (MINT-1T's pages and images come from the same
+    WARCs: ``--set warc.paths=...`` moves both), and setting the referring param itself still wins.
+    A reference to a missing node or param, or to another reference, is a problem on its line."""
+    by_id = {n.id: n for n in spec.nodes}
+    for node in spec.nodes:
+        for key, value in list(node.params.items()):
+            match = PARAM_REFERENCE.match(value) if isinstance(value, str) else None
+            if match is None:
+                continue
+            target_id, param = match.groups()
+            target = by_id.get(target_id)
+            where = Problem(spec.doc.file, spec.line(node.path + ("with", key)) or spec.line(node.path),
+                            "", node=node.id, key=key)
+            if target is None:
+                where.message = f"{value}: no node {target_id!r}{did_you_mean(target_id, by_id)}"
+            elif param not in target.params:
+                where.message = f"{value}: node {target_id!r} sets no param {param!r} (a reference needs a value)"
+            elif isinstance(target.params[param], str) and PARAM_REFERENCE.match(target.params[param]):
+                where.message = f"{value}: refers to another reference ({target.params[param]}); name the value"
+            else:
+                node.params = {**node.params, key: copy.deepcopy(target.params[param])}
+                continue
+            spec.problems.append(where)
+

@@ -177,6 +177,17 @@ class Operator(ABC, Generic[P]):
         """Columns this op adds (None: unknown until it runs, e.g. a jsonl reader)."""
         return self.writes
 
+    def batch_counts(self, out: pa.Table) -> dict[str, int] | None:
+        """Counters of one processed batch (its live output rows) that the run sums per node, e.g.
+        images seen and resolved; None: the op counts nothing."""
+        return None
+
+    @classmethod
+    def count_warnings(cls, params: Any, counts: dict[str, int]) -> list[str]:
+        """What the summed counters say is suspect (a warning per line in the CLI, events and the
+        ledger), e.g. no image URL resolved: the run adds up but is not what the user meant."""
+        return []
+
     def columns_dropped(self) -> tuple[str, ...]:
         """Input columns this op removes (e.g. raw HTML once it is parsed), so that validation
         rejects a later node reading them."""

@@ -106,3 +106,45 @@ def test_html_pipeline_on_a_real_site_with_images(ray_session, tmp_path):
         meta = json.loads(sample["json"])
         members = [m for m in meta["image_members"] if m]
         assert members and all(m.split(".", 1)[1] in sample for m in members)
+
+
+def test_the_one_setting_override_keeps_documents_with_images(ray_session, tmp_path):
+    """`--set warc.paths=...` alone: the images come from the same WARC (`images` reads
+    `${warc.paths}`), so a real English crawl keeps illustrated documents and nothing warns."""
+    warc = REPO / "samples" / "warc_en" / "gimp-help-en-sample.warc.gz"
+    ledger = run_pipeline(PIPELINE, run_dir=str(tmp_path / "run"), overrides=[f"warc.paths=['{warc}']"])
+    assert ledger["adds_up"], ledger["problems"]
+    nodes = ledger["nodes"]
+    assert nodes["images"]["rows_out"] >= 50 and nodes["attach"]["counts"]["images_attached"] >= 40
+    assert nodes["output"]["rows_out"] >= 20
+    assert not ledger.get("warnings")
+
+
+def test_a_run_that_attaches_no_images_warns(ray_session, tmp_path):
+    """Pages from one crawl, images from another: every image is lost and every page dropped by
+    image_count. The ledger still adds up, so the CLI, events and ledger say what went wrong."""
+    pages = REPO / "samples" / "warc_en" / "gimp-help-en-sample.warc.gz"
+    other = REPO / "samples" / "warc" / "warcio" / "example.warc.gz"
+    run_dir = tmp_path / "run"
+    ledger = run_pipeline(PIPELINE, run_dir=str(run_dir),
+                          overrides=[f"warc.paths=['{pages}']", f"images.paths=['{other}']"])
+    assert ledger["adds_up"], ledger["problems"]
+    warnings = ledger["warnings"]
+    assert any(w.startswith("attach: attached 0 of the ") for w in warnings), warnings
+    assert any(w.startswith("image_count: dropped all ") for w in warnings), warnings
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert {e["node"] for e in events if e["event"] == "warning"} >= {"attach", "image_count"}
+
+
+def test_the_one_setting_override_on_the_full_real_crawl(ray_session, tmp_path):
+    """The 685-page GIMP crawl `../shared/tools/make_real_corpora.sh DIR` builds (downloads Debian
+    packages, minutes): run when RAYPRESS_REAL_CORPORA names that DIR, skipped otherwise."""
+    import os
+
+    root = os.environ.get("RAYPRESS_REAL_CORPORA")
+    warc = Path(root) / "warc" / "gimp-help-en.warc.gz" if root else None
+    if warc is None or not warc.is_file():
+        pytest.skip("set RAYPRESS_REAL_CORPORA to the folder ../shared/tools/make_real_corpora.sh built")
+    ledger = run_pipeline(PIPELINE, run_dir=str(tmp_path / "run"), overrides=[f"warc.paths=['{warc}']"])
+    assert ledger["adds_up"], ledger["problems"]
+    assert ledger["nodes"]["output"]["rows_out"] >= 100 and not ledger.get("warnings")

@@ -27,7 +27,12 @@ def test_quickstart_runs_and_ledger_adds_up(ray_session, tmp_path):
     assert out.num_rows == nodes["output"]["rows_out"] > 0
     assert len(set(out.column("id").to_pylist())) == out.num_rows
     normalized = {" ".join(t.lower().split()) for t in out.column("text").to_pylist()}
-    assert len(normalized) == out.num_rows  # exact dedup left one copy of each text
+    assert len(normalized) == out.num_rows  # near dedup left one copy of each text
+    # the demo shows what it says: a republished package's description collapses into the original's
+    # (httpcore2 carries httpcore's README here; on a machine without such a pair there is none)
+    names = {Path(p).parent.name.split("-")[0].lower() for p in out.column("id").to_pylist()}
+    if {"httpcore", "httpcore2"} & names:
+        assert not {"httpcore", "httpcore2"} <= names and nodes["dedup"]["duplicates"] >= 1
     stats = out.column("stats").to_pylist()
     assert all(s["num_words"] >= 50 for s in stats)
     # every row that entered is accounted for at the end of the chain

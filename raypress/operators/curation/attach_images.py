@@ -26,6 +26,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
@@ -47,6 +48,9 @@ class AttachImagesParams(Params):
     cache_bytes: int = Field(
         256 << 20, ge=0, description="bytes of images-input row groups an actor keeps between batches"
     )
+    warn_below: float = Field(
+        0.5, ge=0, le=1, description="warn when fewer than this share of the image URLs seen were attached "
+        "(a wrong images source loses every image silently otherwise)")
 
     @model_validator(mode="after")
     def _pair(self) -> "AttachImagesParams":
@@ -90,6 +94,24 @@ class AttachImages(Mapper[AttachImagesParams]):
             idx = out.schema.get_field_index(name)
             out = out.set_column(idx, name, arr) if idx >= 0 else out.append_column(name, arr)
         return out
+
+    def batch_counts(self, out: pa.Table) -> dict[str, int]:
+        attached = pc.sum(pc.list_value_length(out.column("images")).fill_null(0)).as_py() or 0
+        nulls = sum(ref is None for refs in out.column("images").to_pylist() for ref in (refs or []))
+        unresolved = pc.sum(out.column("images_unresolved")).as_py() or 0
+        unreadable = pc.sum(out.column("images_unreadable")).as_py() or 0
+        resolved = attached - nulls
+        return {"images_seen": resolved + unresolved + unreadable, "images_attached": resolved,
+                "images_unresolved": unresolved, "images_unreadable": unreadable}
+
+    @classmethod
+    def count_warnings(cls, params: AttachImagesParams, counts: dict[str, int]) -> list[str]:
+        seen, attached = counts.get("images_seen", 0), counts.get("images_attached", 0)
+        if not seen or attached >= params.warn_below * seen:
+            return []
+        return [f"attached {attached} of the {seen} images the documents refer to "
+                f"({counts.get('images_unresolved', 0)} not found, {counts.get('images_unreadable', 0)} unreadable): "
+                "is the `images` input (or image_dir) the same crawl as the pages?"]
 
     def _from_folder(self, ref: str) -> bytes | None:
         return self.folder.get(ref) if self.folder is not None else None
