@@ -4,6 +4,7 @@ stand-in detector; corrupt bytes never crash."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -77,6 +78,19 @@ def test_real_model_keeps_harmless_images(op):
     assert all(s < 0.5 for s in stats["nsfw_max_score"])
     assert stats["nsfw_unreadable_images"] == [0, 0, 0]
     assert op.drop_reasons(stats) == [None, None, None]
+
+
+def test_real_model_flags_a_positive_and_the_document_is_dropped(op):
+    """A real positive through the real detector, without shipping explicit material: abstract
+    colour noise found by searching the detector's own blind spot (tests/data/nsfw has the script).
+    NudeNet scores it ~0.61 as FEMALE_BREAST_EXPOSED; the document holding it is dropped."""
+    positive = (Path(__file__).resolve().parents[1] / "data" / "nsfw" / "synthetic_positive.png").read_bytes()
+    docs = [doc(solid(), positive, id="flagged"), doc(noise(), id="kept")]
+    stats = op.compute_stats(documents_to_table(docs))
+    assert stats["nsfw_max_score"][0] >= 0.55 and stats["nsfw_max_score"][1] < 0.5
+    assert op.drop_reasons(stats) == ["nsfw_image", None]
+    found = op.detector.detect_batch([decode_bgr(positive)], batch_size=1)[0]
+    assert any(d["class"] == "FEMALE_BREAST_EXPOSED" and d["score"] >= 0.55 for d in found)
 
 
 def test_corrupt_and_missing_bytes_score_zero_and_are_counted(op):
