@@ -29,24 +29,22 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
-import warnings
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
 from raypress.artifacts import Artifact, DatasetArtifact, ReportArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
+from raypress.operators.curation.beancounter_report_files import figure, markdown
 from raypress.operators.curation.descriptor_matching import PRONOUNS, DescriptorMatcher, scan_document
 from raypress.operators.curation.holisticbias_descriptors import AXES, load_descriptors, surface_forms
 from raypress.operators.curation.toxicity_scorers import PERSPECTIVE_ENDPOINT, ToxicityScorer, make_scorer
+from raypress.operators.curation.toxicity_statistics import compare, sample_indices
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, ArtifactType
 
@@ -203,63 +201,6 @@ def scan_corpus(art: Artifact, text_key: str, group_key: str | None, matcher: De
 
 
 # ---------------------------------------------------------------------------------------------
-# Sampling and statistics
-# ---------------------------------------------------------------------------------------------
-
-def descriptor_rng(seed: int, descriptor: str) -> np.random.Generator:
-    """A generator of its own per descriptor: same seed and descriptor, same draws."""
-    key = int(hashlib.md5(descriptor.encode("utf-8")).hexdigest()[:16], 16)
-    return np.random.default_rng([seed % 2 ** 64, key])
-
-
-def sample_indices(pool_size: int, n: int, seed: int, descriptor: str) -> tuple[list[int], bool]:
-    """``n`` indices into a pool (sorted canonically by the caller); with replacement only when the
-    pool is smaller than ``n``.  Returns (indices, whether drawn with replacement)."""
-    if pool_size == 0 or n == 0:
-        return [], False
-    replace = pool_size < n
-    return descriptor_rng(seed, descriptor).choice(pool_size, size=n, replace=replace).tolist(), replace
-
-
-def _finite(x: float) -> float | None:
-    return float(x) if x is not None and math.isfinite(x) else None
-
-
-def welch_test(a: list[float], b: list[float]) -> dict[str, float | None]:
-    """Welch's t-test (scipy, ``equal_var=False``): t, Welch-Satterthwaite df, two-sided p."""
-    if len(a) < 2 or len(b) < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0):  # no spread: no test, not a NaN
-        return {"t": None, "df": None, "p": None}
-    from scipy import stats
-
-    with warnings.catch_warnings():  # "precision loss ... nearly identical": near-constant scores, still a test
-        warnings.simplefilter("ignore", RuntimeWarning)
-        res = stats.ttest_ind(a, b, equal_var=False)
-    return {"t": _finite(res.statistic), "df": _finite(res.df), "p": _finite(res.pvalue)}
-
-
-def percent_reduction(mean_filings: float | None, mean_reference: float | None) -> float | None:
-    """``mean_filings / mean_reference - 1`` (negative: filings less toxic); None without a reference mean."""
-    if mean_filings is None or mean_reference is None or mean_reference == 0:
-        return None
-    return mean_filings / mean_reference - 1
-
-
-def compare(filings: list[float], reference: list[float], alpha: float) -> dict[str, Any]:
-    """Means, standard errors, reduction and Welch's test of two lists of scores."""
-    def mean(x: list[float]) -> float | None:
-        return float(np.mean(x)) if x else None
-
-    def se(x: list[float]) -> float | None:
-        return float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else None
-
-    mf, mr = mean(filings), mean(reference)
-    test = welch_test(filings, reference)
-    return {"n_filings": len(filings), "n_reference": len(reference), "mean_filings": mf, "mean_reference": mr,
-            "se_filings": se(filings), "se_reference": se(reference), "reduction": percent_reduction(mf, mr),
-            **test, "significant": None if test["p"] is None else test["p"] < alpha}
-
-
-# ---------------------------------------------------------------------------------------------
 # Tables, markdown, figure
 # ---------------------------------------------------------------------------------------------
 
@@ -283,112 +224,6 @@ def pronoun_table(scan: CorpusScan) -> list[dict[str, Any]]:
     return [{"class": c, "words": list(words), "occurrences": scan.pronoun_counts[c],
              "per_million_words": 1e6 * scan.pronoun_counts[c] / scan.words if scan.words else None,
              "documents": _share(scan.pronoun_documents[c], docs)} for c, words in PRONOUNS.items()]
-
-
-def _pct(x: float | None, digits: int = 1) -> str:
-    return "–" if x is None else f"{100 * x:.{digits}f}%"
-
-
-def _num(x: float | None, digits: int = 3) -> str:
-    return "–" if x is None else f"{x:.{digits}f}"
-
-
-def _p(x: float | None) -> str:
-    return "–" if x is None else (f"{x:.2e}" if x < 1e-3 else f"{x:.3f}")
-
-
-def markdown(metrics: dict[str, Any]) -> str:
-    s = metrics["summary"]
-    lines = ["# BeanCounter toxicity and demographics\n",
-             f"Scorer: **{metrics['scorer']['name']}** — {metrics['scorer']['description']}.\n",
-             f"Descriptors: {metrics['descriptors']['surface_forms']} surface forms of "
-             f"{metrics['descriptors']['descriptors']} HolisticBias v1.1 descriptors. Seed {metrics['seed']}.\n",
-             "| corpus | documents (non-empty) | descriptor sentences (unique) | scored |",
-             "|---|---|---|---|"]
-    for corpus in ("filings", "reference"):
-        c = metrics["corpora"].get(corpus)
-        if c:
-            lines.append(f"| {corpus} | {c['documents']} ({c['documents'] - c['empty_documents']}) | "
-                         f"{c['descriptor_sentences']} ({c['unique_sentences']}) | {c['scored']} |")
-    o = s["overall"]
-    lines += ["", f"All descriptors pooled: mean toxicity filings {_num(o['mean_filings'])} (n={o['n_filings']}) vs "
-              f"reference {_num(o['mean_reference'])} (n={o['n_reference']}), reduction {_pct(o['reduction'])}, "
-              f"Welch t={_num(o['t'], 2)}, p={_p(o['p'])}. Descriptors compared: {s['compared']}; filings lower "
-              f"and significant (p<{metrics['alpha']}): {s['lower_and_significant']}; higher and significant: "
-              f"{s['higher_and_significant']}; not significant: {', '.join(s['not_significant']) or 'none'}.\n",
-              "## Per descriptor\n",
-              "| descriptor | axes | filings n | reference n (pool) | mean filings | mean reference | reduction "
-              "| t | df | p |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in metrics["per_descriptor"]:
-        pool = f"{r['n_reference']} ({r['reference_pool']}{', with replacement' if r['with_replacement'] else ''})"
-        lines.append(f"| {r['descriptor']} | {', '.join(r['axes'])} | {r['n_filings']} | {pool} | "
-                     f"{_num(r['mean_filings'])} | {_num(r['mean_reference'])} | {_pct(r['reduction'])} | "
-                     f"{_num(r['t'], 2)} | {_num(r['df'], 1)} | {_p(r['p'])} |")
-    lines += ["", "## Share of documents mentioning each axis\n",
-              "| axis | filings: documents | filings: filings | reference: documents |", "|---|---|---|---|"]
-    ref_axes = {a["axis"]: a for a in metrics["axes"].get("reference", [])}
-    for a in metrics["axes"]["filings"]:
-        f = a.get("filings")
-        r = ref_axes.get(a["axis"])
-
-        def cell(x: dict[str, Any] | None) -> str:
-            return "–" if not x else f"{_pct(x['share'])} ({x['count']}/{x['of']})"
-
-        lines.append(f"| {a['axis']} | {cell(a['documents'])} | {cell(f)} | {cell(r['documents'] if r else None)} |")
-    lines += ["", "## Top descriptors per axis (filings)\n", "| axis | descriptors (unique sentences, documents) |",
-              "|---|---|"]
-    for axis, tops in metrics["top_descriptors"].items():
-        cells = "; ".join(f"{t['descriptor']} ({t['sentences']}, {t['documents']})" for t in tops)
-        lines.append(f"| {axis} | {cells or '–'} |")
-    lines += ["", "## Pronouns\n", "Case-insensitive whole words: " +
-              "; ".join(f"{c}: {', '.join(w)}" for c, w in PRONOUNS.items()) + ".\n",
-              "| corpus | class | occurrences | per million words | documents with one |", "|---|---|---|---|---|"]
-    for corpus, rows in metrics["pronouns"].items():
-        for r in rows:
-            lines.append(f"| {corpus} | {r['class']} | {r['occurrences']} | {_num(r['per_million_words'], 1)} | "
-                         f"{_pct(r['documents']['share'])} ({r['documents']['count']}/{r['documents']['of']}) |")
-    return "\n".join(lines) + "\n"
-
-
-def _canvas(width: float, height: float):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def figure(metrics: dict[str, Any], path: Path, count: int) -> str:
-    """Mean toxicity per descriptor (filings vs reference, ± 1 SE) and the share of documents per axis."""
-    rows = metrics["per_descriptor"][:count][::-1]  # most sentences at the top
-    fig = _canvas(12, max(3.5, 0.3 * len(rows) + 1.5))
-    ax = fig.add_subplot(1, 2, 1)
-    if rows:
-        y = np.arange(len(rows))
-        for offset, key, label in ((0.2, "filings", "filings"), (-0.2, "reference", "reference")):
-            means = [r[f"mean_{key}"] or 0.0 for r in rows]
-            errs = [r[f"se_{key}"] or 0.0 for r in rows]
-            ax.barh(y + offset, means, height=0.4, xerr=errs, label=label, capsize=2)
-        ax.set_yticks(y)
-        ax.set_yticklabels([f"{r['descriptor']} (n={r['n_filings']})" for r in rows], fontsize=7)
-        ax.legend(fontsize=7)
-    else:
-        ax.text(0.5, 0.5, "no descriptor sentences", ha="center", va="center")
-    ax.set_xlabel(f"mean toxicity ({metrics['scorer']['name']})")
-    ax2 = fig.add_subplot(1, 2, 2)
-    x = np.arange(len(AXES))
-    for offset, corpus in ((-0.2, "filings"), (0.2, "reference")):
-        shares = metrics["axes"].get(corpus)
-        if shares:
-            ax2.bar(x + offset, [100 * (a["documents"]["share"] or 0.0) for a in shares], width=0.4, label=corpus)
-    ax2.set_xticks(x)
-    ax2.set_xticklabels([a.replace("_", " ") for a in AXES], rotation=30, ha="right", fontsize=7)
-    ax2.set_ylabel("% of documents mentioning the axis")
-    ax2.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    return str(path)
 
 
 def _sentence_table(corpus: str, hashes: list[str], scan: CorpusScan, scores: dict[str, float | None],
