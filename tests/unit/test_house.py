@@ -74,3 +74,12 @@ def test_every_op_has_its_own_params_model():
 
     generic = {name: cls for name, cls in all_ops().items() if cls.Params in (Params, WriterParams)}
     assert not generic, f"ops without a params model of their own: {sorted(generic)}"
+
+
+def test_test_modules_have_unique_basenames():
+    """pytest imports test files by basename (the test folders are not packages): two files of one
+    name in unit/ and integration/ stop the whole collection with 'import file mismatch'."""
+    from collections import Counter
+
+    names = Counter(p.name for p in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
+    assert not [n for n, c in names.items() if c > 1]
