@@ -11,8 +11,9 @@ undo the protection. The formulas follow github.com/alexzhou907/DDBM (``ddbm/kar
 ``1/c_out^2`` (DDBM's ``bridge_karras`` weighting, which equals it), ``c_noise = 250 log(t)``,
 the Karras schedule ending in 0, and ``sample_heun`` with a stochastic "churn" Euler step and a
 guided Heun step. Two deliberate differences, both from the BridgePure issue: training draws t
-uniformly on [sigma_min, T], and an optional pre-noise ``x_T <- x_T + beta * eps`` (paper beta in
-{0, 0.02}) is applied to the protected image in training and in sampling alike.
+uniformly on [sigma_min, T], and BridgePure's optional pre-noise as its official code applies it,
+``x_T <- sqrt(1 - beta) x_T + sqrt(beta) eps`` (paper beta in {0, 0.02}: ~0.14 std of noise on the
+[-1, 1] scale), to the protected image in training and in sampling alike.
 
 Everything here is plain torch on tensors shaped (B, C, H, W); nothing knows about Ray, so the
 training/purify stages and the serving app share it.
@@ -122,6 +123,16 @@ def sampler_step(
     return x + (d + d_2) / 2 * dt, calls + 1
 
 
+def prenoise_mix(x_T: torch.Tensor, beta: float, noise: torch.Tensor) -> torch.Tensor:
+    """BridgePure's official pre-noise, ``sqrt(1 - beta) x_T + sqrt(beta) noise`` (a variance-preserving
+    mix); ``x_T`` itself when beta is 0.  The noise is given so callers keep their own generators."""
+    if not 0 <= beta < 1:
+        raise ValueError(f"pre-noise beta must lie in [0, 1), got {beta}")
+    if beta == 0:
+        return x_T
+    return math.sqrt(1.0 - beta) * x_T + math.sqrt(beta) * noise
+
+
 @dataclass(frozen=True)
 class VEBridge:
     """The VE bridge's constants (DDBM defaults) and everything computed from them.
@@ -141,8 +152,8 @@ class VEBridge:
     def __post_init__(self) -> None:
         if not 0 < self.sigma_min < self.sigma_max:
             raise ValueError(f"need 0 < sigma_min < sigma_max, got {self.sigma_min}, {self.sigma_max}")
-        if self.sigma_data <= 0 or self.beta < 0:
-            raise ValueError(f"need sigma_data > 0 and beta >= 0, got {self.sigma_data}, {self.beta}")
+        if self.sigma_data <= 0 or not 0 <= self.beta < 1:
+            raise ValueError(f"need sigma_data > 0 and 0 <= beta < 1, got {self.sigma_data}, {self.beta}")
 
     def to_dict(self) -> dict[str, Any]:
         return config_to_dict(self)
@@ -180,8 +191,8 @@ class VEBridge:
         return 1000 * 0.25 * torch.log(t + 1e-44)
 
     def prenoise(self, xT: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        """BridgePure's x_T <- x_T + beta * eps: blurs the fine protection pattern before bridging."""
-        return xT + self.beta * _randn(xT, generator) if self.beta > 0 else xT
+        """BridgePure's pre-noise (``prenoise_mix``): drowns the fine protection pattern before bridging."""
+        return prenoise_mix(xT, self.beta, _randn(xT, generator)) if self.beta > 0 else xT
 
     def denoise(self, model: nn.Module, x_t: torch.Tensor, t: torch.Tensor, x_T: torch.Tensor) -> torch.Tensor:
         """x0_hat = c_skip x_t + c_out F(c_in x_t, c_noise(t), x_T), with t per sample (B,)."""

@@ -2,7 +2,7 @@
 every node kept and its sizes shrunk by ``--set`` (200 protected images, the 1,000-image leak, 500
 test images, tiny U-Nets and classifiers trained in Ray Train's local mode). It checks the wiring
 and the bookkeeping — every node runs, the ledger adds up, the report has every row, the sweep, the
-probes, the figures — not the accuracies, which need the full-size run (README)."""
+probes, the steps curve, the validation-chosen strength, the figures — not the accuracies, which need the full-size run (README)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 SMALL = [
     "train_images.offset=9800", "train_images.limit=1200",  # 9,800-9,999 protected, 10,000-10,999 leaked
-    "clean_set.offset=9800", "clean_set.limit=200", "test_set.limit=500",
+    "clean_set.offset=9800", "clean_set.limit=200", "test_set.limit=500", "validation_set.limit=100",
+    "strength.width=4", "strength.epochs=1", "strength.batch_size=64",
     "bridge_*.steps=20", "bridge_*.batch_size=8", "bridge_*.base_channels=8", "bridge_*.norm_groups=4",
     "bridge_*.num_workers=0", "bridge_*.log_every=10",
     "purify_*.steps=2",
@@ -42,19 +43,28 @@ def test_bridgepure_pipeline_small(ray_session, tmp_path):
 
     report = json.loads(Path(nodes["report"]["artifact"]).read_text())
     names = [row["name"] for row in report["table"]]
-    assert names[:11] == ["clean", "leaked-only", "protected", "jpeg", "bit-depth", "gaussian-blur", "median",
-                          "one-step", "bridgepure", "bridgepure-churn-0.8", "bridgepure+leaked"]
+    assert names[:15] == ["clean", "leaked-only", "protected", "jpeg", "bit-depth", "gaussian-blur", "median",
+                          "one-step", "bridgepure", "bridgepure-det", "bridgepure-6", "bridgepure-12",
+                          "bridgepure-24", "bridgepure-churn-0.8", "bridgepure+leaked"]
     assert not any(n.startswith("probe-") for n in names)  # probes are reported on their own
     for row in report["table"]:
         assert 0 <= row["accuracy_mean"] <= 1 and len(row["accuracy"]) == 3  # three seeds each
     psnr = {row["name"]: row["psnr_mean"] for row in report["table"]}
     assert psnr["protected"] is not None and psnr["jpeg"] is not None and psnr["clean"] is None
     assert [pt["pairs"] for pt in report["sweep"]] == [100, 250, 500, 1000]
-    assert [p["name"] for p in report["probes"]] == ["probe-classwise-8", "probe-lsp-6", "probe-ops", "probe-ar"]
+    assert [p["name"] for p in report["probes"]] == ["probe-classwise-8", "probe-lsp-6", "probe-lsp-classwise-64",
+                                                     "probe-ops", "probe-ar"]
+    # the curve's calls come from the report's steps_curve param (the shipped 6/12/24/40 and 40 at churn 0)
+    assert [(c["name"], c["nfe"]) for c in report["steps_curve"]] == [
+        ("bridgepure-6", 17), ("bridgepure-12", 35), ("bridgepure-24", 71), ("bridgepure", 119), ("bridgepure-det", 79)]
+    strength = report["strength"]
+    assert strength["validation_rows"] == 100 and strength["train_rows"] == 200
+    assert strength["chosen"]["method"] == "lsp" and len(strength["candidates"]) == 4
+    assert nodes["protected_all"]["rows_out"] == 1200
     verdict = report["verdict"]
     assert verdict["validated"] == (verdict["protected_drop"] >= 0.25)
     assert (verdict["holds"] is None) == (not verdict["validated"])
-    for figure in ("examples", "sweep"):
+    for figure in ("examples", "sweep", "steps"):
         assert Path(report["figures"][figure]).stat().st_size > 1000
     assert Path(report["markdown"]).read_text().startswith("BridgePure on LSP")
 

@@ -142,3 +142,33 @@ def test_a_list_of_reports_is_accepted_only_where_the_op_takes_one(tmp_path):
     path.write_text(PIPE.split("  - id: bad")[0])
     vp = load_pipeline(path)
     assert vp.nodes["report"].slots["results"] == ["ev_a", "ev_b"]
+
+
+def test_steps_curve_strength_and_the_one_step_ablation_note(tmp_path):
+    extra = {"bridgepure-6": (0.80, 0.02), "bridgepure-det": (0.86, 0.01)}
+    results = [result(tmp_path, n, m, s) for n, (m, s) in {**ACC, **extra}.items()]
+    qual = [quality(tmp_path, "bridgepure", 27.25, True), quality(tmp_path, "bridgepure-6", 21.0, True)]
+    strength = ReportArtifact(str(tmp_path / "in" / "strength.json"), {
+        "method": "lsp", "chosen": {"method": "lsp", "options": {"l2": 3.5}}, "reached": True,
+        "clean_accuracy": 0.86, "min_drop": 0.25, "train_rows": 1500, "validation_rows": 1000,
+        "candidates": [{"options": {"l2": 0.66}, "accuracy_mean": 0.85, "drop": 0.01,
+                        "budget": {"l2_mean": 0.6, "linf": 9}},
+                       {"options": {"l2": 3.5}, "accuracy_mean": 0.6, "drop": 0.26,
+                        "budget": {"l2_mean": 3.2, "linf": 40}}]})
+    ctx = RunContext(run_dir=str(tmp_path / "run"), node_id="report", emit=lambda e: None)
+    curve = [{"steps": 40, "name": "bridgepure"}, {"steps": 40, "churn": 0.0, "name": "bridgepure-det"},
+             {"steps": 6, "name": "bridgepure-6"}]
+    report = BridgePureReport(params(steps_curve=curve)).run(
+        {"results": results, "quality": qual, "strength": strength}, ctx)
+    m = report.metrics
+    assert [(c["name"], c["nfe"], c["psnr_mean"]) for c in m["steps_curve"]] == [
+        ("bridgepure-6", 17, 21.0), ("bridgepure", 119, 27.25), ("bridgepure-det", 79, None)]
+    assert m["strength"]["chosen"]["options"] == {"l2": 3.5}
+    table = (tmp_path / "run" / "reports" / "report" / "table.md").read_text()
+    assert "| bridgepure-det | 40 | 0.0 | 79 | 86.0 ± 1.0 | — |" in table
+    assert "`one-step` is an ablation added here" in table and "not a baseline of the paper" in table
+    assert "**{'l2': 3.5}**" in table and "| {'l2': 0.66} | 85.0 | 1.0 | 0.600 | 9 |" in table
+    assert open(m["figures"]["steps"], "rb").read(4) == b"\x89PNG"
+    with pytest.raises(ValueError, match="no result named \\['bridgepure-12'\\]"):
+        BridgePureReport(params(steps_curve=[{"steps": 12, "name": "bridgepure-12"}])).run(
+            {"results": results}, ctx)

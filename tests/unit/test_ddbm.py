@@ -206,11 +206,16 @@ def test_sample_with_a_fixed_denoiser_lands_on_it_and_counts_nfe() -> None:
     assert bridge.fixed.sigmas[0] == pytest.approx(T - SAMPLER_T_OFFSET)
 
 
-def test_prenoise_adds_beta_scaled_noise_only_when_beta_is_set() -> None:
-    x = torch.zeros(1, 1, 200, 200)
+def test_prenoise_is_bridgepures_variance_preserving_mix_only_when_beta_is_set() -> None:
+    """The official code: sqrt(1 - beta) x + sqrt(beta) eps (not x + beta eps)."""
+    x = torch.full((1, 1, 200, 200), 0.5)
     assert VEBridge().prenoise(x) is x
     noisy = VEBridge(beta=0.02).prenoise(x, torch.Generator().manual_seed(0))
-    assert noisy.std().item() == pytest.approx(0.02, rel=0.05)
+    eps = torch.randn(x.shape, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(noisy, math.sqrt(0.98) * x + math.sqrt(0.02) * eps)
+    assert (noisy - math.sqrt(0.98) * x).std().item() == pytest.approx(math.sqrt(0.02), rel=0.05)
+    with pytest.raises(ValueError, match="beta"):
+        VEBridge(beta=1.0)
 
 
 # --- network, training, checkpoints ---------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Protections (classwise, LSP, AR, OPS, EM), the image codec helpers, and the ``protect`` stage's
+"""Protections (classwise, LSP sample-wise and class-wise, AR, OPS, EM), the image codec helpers, and the ``protect`` stage's
 table function: budgets hold on the uint8 output, seeds determine the bytes, class-wise patterns
 are shared within a class and differ across classes, bad rows leave as tombstones naming the row."""
 
@@ -22,7 +22,14 @@ from raypress.image_codecs import (  # noqa: E402
     from_float,
     to_float,
 )
-from raypress.operators.purification.protect import Protect, ProtectParams, protect_table  # noqa: E402
+from raypress.artifacts import ReportArtifact  # noqa: E402
+from raypress.operators.purification.choose_protection import (  # noqa: E402
+    ChooseProtectionParams,
+    choose,
+    choose_on,
+)
+from raypress.operators.purification.classifier_data import LabelledImages  # noqa: E402
+from raypress.operators.purification.protect import Protect, ProtectParams, protect_table, with_strength  # noqa: E402
 from raypress.operators.registry import get_op  # noqa: E402
 from raypress.schema import DETAIL_COL, NODE_COL, REASON_COL, alive_mask  # noqa: E402
 
@@ -123,9 +130,45 @@ def test_classwise_budget_patterns_and_seed():
 
 
 # ------------------------------------------------------------------------------- LSP
-def test_lsp_l2_budget_patches_and_classes():
+def test_lsp_samplewise_budget_patches_and_per_image_draws():
+    x, y = mid_gray(60)
+    out = P.protect_images("lsp", x, y, 10, {}, seed=0)
+    d = deltas(x, out)
+    m = P.measure_budget(x, out)
+    limit = np.sqrt(D) * 6 / 255  # APBench's budget
+    assert limit - QUANT_SLACK <= m["l2_mean"] and m["l2_max"] <= limit + TOL
+    for image in d[:5]:  # 4x4 grid of 7x7 patches, each constant
+        patches = image.reshape(4, 7, 4, 7)
+        assert (patches == patches[:, :1, :, :1]).all()
+    for k in range(10):  # every image its own pattern, not one per class
+        members = d[y == k]
+        assert not (members == members[0]).all()
+    np.testing.assert_array_equal(out, P.protect_images("lsp", x, y, 10, {}, seed=0))
+    assert not np.array_equal(out, P.protect_images("lsp", x, y, 10, {}, seed=1))
+    xr, yr = data()
+    assert P.measure_budget(xr, P.protect_images("lsp", xr, yr, 10, {"l2": 2.0}))["l2_max"] <= 2.0 + TOL
+
+
+def test_lsp_samplewise_patterns_cluster_by_class():
+    """What makes LSP a shortcut: each image's pattern is linearly separable by class (APBench draws
+    them from make_classification clusters with class_sep 10): nearest class centre gives the label."""
+    y = np.arange(500) % 10
+    noise = P.lsp_samplewise_noise(y, (H, W, 1), P.LSPParams(), 10, seed=3)
+    features = noise[:, ::7, ::7, 0].reshape(len(y), -1)  # one value per patch
+    clusters = P.lsp_clusters(10, 16, 10.0, seed=3)
+    assert clusters.centres.shape == (10, 16) and np.abs(clusters.centres).min() == 10.0
+    assert len({c.tobytes() for c in clusters.centres}) == 10
+    centres = np.stack([features[y == k].mean(0) for k in range(10)])
+    nearest = np.argmin(((features[:, None] - centres[None]) ** 2).sum(-1), axis=1)
+    assert (nearest == y).mean() > 0.95
+    with pytest.raises(ValueError, match="features"):
+        P.lsp_clusters(10, 3, 10.0, 0)
+
+
+
+def test_lsp_classwise_l2_budget_patches_and_classes():
     x, y = mid_gray()
-    out = P.protect_images("lsp", x, y, 10, {"l2": 0.5}, seed=0)
+    out = P.protect_images("lsp_classwise", x, y, 10, {"l2": 0.5}, seed=0)
     d = deltas(x, out)
     m = P.measure_budget(x, out)
     assert 0.5 - QUANT_SLACK <= m["l2_mean"] and m["l2_max"] <= 0.5 + TOL
@@ -134,16 +177,16 @@ def test_lsp_l2_budget_patches_and_classes():
     assert (patches == patches[:, :1, :, :1]).all()
     assert len(np.unique(patches[:, 0, :, 0])) > 1
     xr, yr = data()
-    assert P.measure_budget(xr, P.protect_images("lsp", xr, yr, 10, {"l2": 0.5}))["l2_max"] <= 0.5 + TOL
+    assert P.measure_budget(xr, P.protect_images("lsp_classwise", xr, yr, 10, {"l2": 0.5}))["l2_max"] <= 0.5 + TOL
 
 
-def test_lsp_linf_modes_and_default():
+def test_lsp_classwise_linf_modes_and_default():
     x, y = mid_gray()
-    only_eps = P.measure_budget(x, P.protect_images("lsp", x, y, 10, {"eps": 16}))
+    only_eps = P.measure_budget(x, P.protect_images("lsp_classwise", x, y, 10, {"eps": 16}))
     assert only_eps["linf"] == 16
-    capped = P.measure_budget(x, P.protect_images("lsp", x, y, 10, {"l2": 2.0, "eps": 10}))
+    capped = P.measure_budget(x, P.protect_images("lsp_classwise", x, y, 10, {"l2": 2.0, "eps": 10}))
     assert capped["linf"] <= 10 and capped["l2_max"] <= 2.0 + TOL
-    default = P.measure_budget(x, P.protect_images("lsp", x, y, 10, {}))
+    default = P.measure_budget(x, P.protect_images("lsp_classwise", x, y, 10, {}))
     limit = np.sqrt(D) * 6 / 255  # Yu et al.'s norm limit
     assert limit - QUANT_SLACK <= default["l2_mean"] and default["l2_max"] <= limit + TOL
 
@@ -243,7 +286,7 @@ def test_em_stops_early_and_is_deterministic():
 # ------------------------------------------------------------------------------- dispatch
 def test_dispatch_rejects_unknown_methods_and_foreign_params():
     x, y = mid_gray(10)
-    known = r"\['ar', 'classwise', 'em', 'lsp', 'ops'\]"
+    known = r"\['ar', 'classwise', 'em', 'lsp', 'lsp_classwise', 'ops'\]"
     with pytest.raises(ValueError, match=rf"unknown protection 'noise'; known: {known}"):
         P.protect_images("noise", x, y, 10)
     with pytest.raises(ValueError, match=r"protection 'ops' takes no \['eps'\]; its params: \['pixels'\]"):
@@ -312,3 +355,42 @@ def test_protect_params_validate_per_method():
         ProtectParams(method="classwise", eps=-1)
     with pytest.raises(ValidationError):
         ProtectParams(method="unknown")
+
+
+def test_lsp_samplewise_params_reach_the_method():
+    assert ProtectParams(method="lsp", l2=1.5, class_sep=5).method_options() == {"l2": 1.5, "class_sep": 5}
+    with pytest.raises(ValidationError, match=r"protection 'lsp' takes no \['eps'\]"):
+        ProtectParams(method="lsp", eps=8)
+
+
+# ------------------------------------------------------------------------------- strength on validation
+def test_choose_picks_the_weakest_candidate_reaching_the_drop():
+    results = [{"accuracy_mean": 0.85}, {"accuracy_mean": 0.70}, {"accuracy_mean": 0.55}, {"accuracy_mean": 0.2}]
+    assert choose(0.88, results, 0.25) == (2, True)
+    assert choose(0.88, results[:2], 0.25) == (1, False)  # none reached: the strongest, flagged
+
+
+def test_choose_on_trains_scores_on_validation_and_refuses_overlap(tmp_path):
+    x, y = data(120, seed=7)
+    train = LabelledImages([f"t{i:03d}" for i in range(100)], x[:100], y[:100])
+    validation = LabelledImages([f"v{i:03d}" for i in range(20)], x[100:], y[100:])
+    p = ChooseProtectionParams(method="lsp", candidates=[{"l2": 0.5}, {"l2": 6.0}], width=2, steps=3,
+                               batch_size=50, min_drop=0.0)
+    out = choose_on(train, validation, p, seed=0)
+    assert [c["options"] for c in out["candidates"]] == [{"l2": 0.5}, {"l2": 6.0}]
+    assert out["chosen"] == {"method": "lsp", "options": {"l2": 0.5}} and out["reached"]  # min_drop 0: the weakest
+    assert out["candidates"][1]["budget"]["l2_max"] <= 6.0 + TOL
+    assert out["validation_rows"] == 20 and out["train_rows"] == 100
+    with pytest.raises(ValueError, match="validation rows are also training rows"):
+        choose_on(train, LabelledImages(train.ids[:5], x[:5], y[:5]), p, seed=0)
+    with pytest.raises(ValidationError, match=r"protection 'lsp' takes no \['pixels'\]"):
+        ChooseProtectionParams(method="lsp", candidates=[{"pixels": 1}])
+
+    chosen = ReportArtifact(str(tmp_path / "r.json"), {"chosen": {"method": "lsp", "options": {"l2": 6.0}}})
+    applied = with_strength(ProtectParams(method="lsp", l2=0.5, keep_clean=True), chosen, "protect")
+    assert applied.method_options() == {"l2": 6.0} and applied.keep_clean
+    assert with_strength(ProtectParams(method="lsp"), None, "n").method_options() == {}
+    with pytest.raises(ValueError, match="chose for method 'lsp', but this node protects with 'ops'"):
+        with_strength(ProtectParams(method="ops"), chosen, "protect")
+    with pytest.raises(ValueError, match="no chosen protection"):
+        with_strength(ProtectParams(method="lsp"), ReportArtifact(str(tmp_path / "x.json"), {}), "protect")

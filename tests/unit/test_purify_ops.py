@@ -245,18 +245,24 @@ class Elementwise(torch.nn.Module):
 
 @pytest.mark.parametrize("beta", [0.0, 0.02])
 def test_sample_rows_is_vebridge_sample_on_each_row_alone(beta):
+    """With beta > 0, BridgePure's official pre-noise sqrt(1-beta) x_T + sqrt(beta) eps (the row's
+    first draw) and then DDBM's sampler from that point: VEBridge.sample without its own pre-noise."""
     bridge = VEBridge(beta=beta)
+    plain = VEBridge()
     x_T = to_model_space(garment_patterns(3))
     ids = ["a", "b", "c"]
     batched = sample_rows(bridge, Elementwise(), x_T, row_generators(7, ids), steps=4)
     for i, rid in enumerate(ids):
         gen = torch.Generator().manual_seed(row_seed(7, rid))
-        alone = bridge.sample(Elementwise(), x_T[i:i + 1], steps=4, generator=gen)
+        start = x_T[i:i + 1]
+        if beta:
+            start = (1 - beta) ** 0.5 * start + beta ** 0.5 * torch.randn(start.shape, generator=gen)
+        alone = plain.sample(Elementwise(), start, steps=4, generator=gen)
         assert max_diff(batched[i:i + 1], alone) <= 1e-6
-    no_churn = sample_rows(bridge, Elementwise(), x_T, row_generators(7, ids), steps=4, churn_step_ratio=0.0)
+    no_churn = sample_rows(plain, Elementwise(), x_T, row_generators(7, ids), steps=4, churn_step_ratio=0.0)
     gen = torch.Generator().manual_seed(row_seed(7, "b"))
-    assert max_diff(no_churn[1:2], bridge.sample(Elementwise(), x_T[1:2], steps=4, churn_step_ratio=0.0,
-                                                 generator=gen)) <= 1e-6
+    assert max_diff(no_churn[1:2], plain.sample(Elementwise(), x_T[1:2], steps=4, churn_step_ratio=0.0,
+                                                generator=gen)) <= 1e-6
     assert row_seed(7, "a") != row_seed(7, "b") and row_seed(7, "a") != row_seed(8, "a")
 
 
@@ -377,3 +383,16 @@ def test_train_bridge_params_refuse_a_unet_or_bridge_that_cannot_be_built():
     params = TrainBridge.Params(objective="one_step", pairs=100)
     assert params.unet_config().base_channels == 32 and params.bridge().sigma_max == 80.0
     assert get_op("train_bridge") is TrainBridge
+
+
+def test_prenoise_is_bridgepures_variance_preserving_mix():
+    from raypress.models.ddbm import prenoise_mix as prenoise
+
+    x, eps = torch.full((2, 1, 4, 4), 0.5), torch.ones(2, 1, 4, 4)
+    assert prenoise(x, 0.0, eps) is x
+    expected = (1 - 0.02) ** 0.5 * 0.5 + 0.02 ** 0.5
+    assert torch.allclose(prenoise(x, 0.02, eps), torch.full_like(x, expected))
+    noisy = prenoise(torch.zeros(20000), 0.02, torch.randn(20000, generator=torch.Generator().manual_seed(0)))
+    assert abs(float(noisy.std()) - 0.02 ** 0.5) < 0.005  # noise std sqrt(beta) = 0.141, not beta
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        prenoise(x, 1.0, eps)

@@ -12,8 +12,14 @@ which row plays which part, so the stage judges rather than guesses:
 - **the claim** (BridgePure, NeurIPS 2025, at this scale): protected much worse than clean;
   BridgePure within ``within`` (5 points) of clean; above every input-transformation baseline;
   clearly above leaked-only (by ``clear_margin`` and by more than both rows' std); and, reported
-  separately, whether the diffusion bridge beats the one-step supervised inverse.
+  separately, whether the diffusion bridge beats the one-step supervised inverse (an ablation
+  added here, not one of the paper's baselines).
 - **sweep**: accuracy against the number of leaked pairs (BridgePure and leaked-only per count).
+- **steps**: accuracy and PSNR against the sampler's network calls (NFE = steps x 3 - 1 with
+  churn, steps x 2 - 1 without: DDBM's hybrid sampler), e.g. 6 / 12 / 24 / 40 steps (the paper
+  samples 40) and a deterministic row (churn 0).
+- **strength**: the optional ``choose_protection`` Report, so the table says which budget was
+  used and that validation (not the test set) chose it.
 
 Outputs: ``report.json``, ``table.md``, ``examples.png`` (clean | protected | each purified set on
 the same images) and ``sweep.png``.
@@ -41,6 +47,19 @@ class SweepPoint(BaseModel):
     leaked_only: str | None = Field(None, description="the leaked-only row for that many pairs")
 
 
+class StepsPoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    steps: int = Field(ge=1, description="sampler steps of the row")
+    churn: float = Field(0.33, ge=0, lt=1, description="its churn_step_ratio (0: deterministic)")
+    name: str = Field(description="the row (classifier on that sampler's output; its PSNR row has the same name)")
+
+
+def sampler_calls(steps: int, churn: float) -> int:
+    """Network calls of DDBM's hybrid sampler (``raypress.models.ddbm.sampler_nfe``, without torch):
+    a churn Euler step (when churn > 0) and a Heun step per step, the last step Euler only."""
+    return steps * (2 + (churn > 0)) - 1
+
+
 class Probe(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(description="a protected row (classifier trained on that protection's output)")
@@ -53,10 +72,12 @@ class BridgePureReportParams(Params):
     protected: str = Field("protected", description="row: trained on the protected images")
     leaked_only: str = Field("leaked-only", description="row: trained on the leaked clean images only")
     bridgepure: str = Field("bridgepure", description="row: trained on BridgePure's purified images")
-    one_step: str | None = Field("one-step", description="row: the one-step supervised inverse")
+    one_step: str | None = Field("one-step", description="row: the one-step supervised inverse (an added "
+                                                         "ablation, not a baseline of the paper)")
     baselines: list[str] = Field(default_factory=lambda: ["jpeg", "bit-depth", "gaussian-blur", "median"],
                                  description="rows: input-transformation baselines")
     sweep: list[SweepPoint] = Field(default_factory=list, description="accuracy vs leaked pairs")
+    steps_curve: list[StepsPoint] = Field(default_factory=list, description="accuracy/PSNR vs network calls")
     probes: list[Probe] = Field(default_factory=list, description="other protections to validate")
     min_drop: float = Field(0.25, ge=0, le=1, description="validation: protected at least this far below clean")
     within: float = Field(0.05, ge=0, le=1, description="claim: BridgePure at most this far below clean")
@@ -187,9 +208,10 @@ def sweep_figure(points: list[dict[str, Any]], clean: float, protected: float, p
 class BridgePureReport(Stage[BridgePureReportParams]):
     """The BridgePure table (accuracy mean ± std, PSNR), sweep, example figure and claim verdict -> Report."""
 
-    inputs: ClassVar[dict[str, ArtifactType]] = {"results": ArtifactType.REPORT, "quality": ArtifactType.REPORT}
+    inputs: ClassVar[dict[str, ArtifactType]] = {"results": ArtifactType.REPORT, "quality": ArtifactType.REPORT,
+                                                 "strength": ArtifactType.REPORT}
     list_inputs: ClassVar[frozenset[str]] = frozenset({"results", "quality"})
-    optional_inputs: ClassVar[frozenset[str]] = frozenset({"quality"})
+    optional_inputs: ClassVar[frozenset[str]] = frozenset({"quality", "strength"})
     output: ClassVar[ArtifactType] = ArtifactType.REPORT
     resources: ClassVar[Resources] = Resources(num_cpus=0)
 
@@ -199,7 +221,8 @@ class BridgePureReport(Stage[BridgePureReportParams]):
         quality = _by_name(inputs.get("quality", []), "quality", ctx)
         needed = [p.clean, p.protected, p.leaked_only, p.bridgepure, *p.baselines,
                   *([p.one_step] if p.one_step else []), *[pt.bridgepure for pt in p.sweep],
-                  *[pt.leaked_only for pt in p.sweep if pt.leaked_only], *[pr.name for pr in p.probes]]
+                  *[pt.leaked_only for pt in p.sweep if pt.leaked_only], *[pr.name for pr in p.probes],
+                  *[pt.name for pt in p.steps_curve]]
         missing = sorted({n for n in needed if n not in rows})
         if missing:
             raise ValueError(f"node {ctx.node_id!r}: no result named {missing} among the `results` inputs "
@@ -219,19 +242,31 @@ class BridgePureReport(Stage[BridgePureReportParams]):
                     mean, std = _mean_std(rows[name])
                     entry[key] = {"name": name, "mean": mean, "std": std}
             sweep.append(entry)
+        curve = steps_curve(p.steps_curve, rows, quality)
+        strength = strength_summary(inputs.get("strength"))
         order = [n for n in rows if n not in {pr.name for pr in p.probes}]
         out_dir = ctx.path("reports", ctx.node_id, "report.json").parent
-        table = markdown_table(order, rows, quality)
-        (out_dir / "table.md").write_text(f"BridgePure on {p.protection}\n\n{table}")
+        text = f"BridgePure on {p.protection}\n\n{markdown_table(order, rows, quality)}"
+        if p.one_step:
+            text += (f"\n`{p.one_step}` is an ablation added here (the same U-Net trained as a one-call "
+                     "supervised inverse on the same pairs), not a baseline of the paper.\n")
+        if curve:
+            text += "\n" + curve_markdown(curve)
+        if strength:
+            text += "\n" + strength_markdown(strength)
+        (out_dir / "table.md").write_text(text)
         figures = {}
         shown = [n for n in order if n in quality and n not in (p.clean, p.protected)]  # those two lead
         example_png = examples_figure(quality, shown, out_dir / "examples.png", p.examples)
         if example_png:
             figures["examples"] = example_png
+        if curve:
+            figures["steps"] = curve_figure(curve, clean, out_dir / "steps.png")
         if sweep:
             figures["sweep"] = sweep_figure(sweep, clean, verdict["protected"], out_dir / "sweep.png")
         metrics = {
             "protection": p.protection, "verdict": verdict, "probes": probes, "sweep": sweep,
+            "steps_curve": curve, "strength": strength,
             "table": [{"name": n, "accuracy_mean": rows[n]["accuracy_mean"],
                        "accuracy_std": rows[n].get("accuracy_std", 0.0), "accuracy": rows[n].get("accuracy"),
                        "psnr_mean": quality[n]["psnr_mean"] if n in quality else None} for n in order],
@@ -242,6 +277,69 @@ class BridgePureReport(Stage[BridgePureReportParams]):
         report = ReportArtifact(str(out_dir / "report.json"), metrics)
         report.save()
         return report
+
+
+def steps_curve(points: list[StepsPoint], rows: dict[str, dict[str, Any]],
+                quality: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per sampler setting, by network calls: accuracy mean/std and PSNR (when measured)."""
+    out = []
+    for pt in points:
+        mean, std = _mean_std(rows[pt.name])
+        q = quality.get(pt.name)
+        out.append({"name": pt.name, "steps": pt.steps, "churn": pt.churn, "nfe": sampler_calls(pt.steps, pt.churn),
+                    "accuracy_mean": mean, "accuracy_std": std, "psnr_mean": q["psnr_mean"] if q else None})
+    return sorted(out, key=lambda e: (e["churn"] == 0, e["nfe"]))
+
+
+def curve_markdown(curve: list[dict[str, Any]]) -> str:
+    lines = ["| sampler | steps | churn | network calls | accuracy % | PSNR dB |", "|---|---|---|---|---|---|"]
+    for e in curve:
+        psnr = f"{e['psnr_mean']:.2f}" if e["psnr_mean"] is not None else "—"
+        lines.append(f"| {e['name']} | {e['steps']} | {e['churn']} | {e['nfe']} | "
+                     f"{100 * e['accuracy_mean']:.1f} ± {100 * e['accuracy_std']:.1f} | {psnr} |")
+    return "\n".join(lines) + "\n"
+
+
+def strength_summary(report: Artifact | None) -> dict[str, Any] | None:
+    if report is None:
+        return None
+    m = getattr(report, "metrics", {}) or {}
+    if "chosen" not in m:
+        raise ValueError("the `strength` Report is not a choose_protection Report (no 'chosen')")
+    return {k: m.get(k) for k in ("method", "chosen", "reached", "clean_accuracy", "min_drop", "candidates",
+                                  "train_rows", "validation_rows")}
+
+
+def strength_markdown(s: dict[str, Any]) -> str:
+    lines = [f"Strength chosen on a validation split from the training side ({s['train_rows']} training, "
+             f"{s['validation_rows']} validation images; clean {100 * s['clean_accuracy']:.1f}%; needs a drop of "
+             f"{100 * s['min_drop']:.0f} points): **{s['chosen']['options']}**"
+             + ("" if s["reached"] else " (no candidate reached the drop: the strongest is used)"), "",
+             "| candidate | validation accuracy % | drop (points) | L2 mean | Linf levels |", "|---|---|---|---|---|"]
+    for c in s["candidates"]:
+        lines.append(f"| {c['options']} | {100 * c['accuracy_mean']:.1f} | {100 * c['drop']:.1f} | "
+                     f"{c['budget']['l2_mean']:.3f} | {c['budget']['linf']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def curve_figure(curve: list[dict[str, Any]], clean: float, path: Path) -> str:
+    fig = _canvas(5, 3.5)
+    ax = fig.add_subplot(1, 1, 1)
+    churned = [e for e in curve if e["churn"] > 0]
+    if churned:
+        ax.errorbar([e["nfe"] for e in churned], [100 * e["accuracy_mean"] for e in churned],
+                    yerr=[100 * e["accuracy_std"] for e in churned], marker="o", capsize=3, label="BridgePure (churn)")
+    for e in curve:
+        if e["churn"] == 0:
+            ax.errorbar([e["nfe"]], [100 * e["accuracy_mean"]], yerr=[100 * e["accuracy_std"]], marker="s",
+                        capsize=3, linestyle="none", label=f"deterministic, {e['steps']} steps")
+    ax.axhline(100 * clean, color="green", linestyle="--", label="clean")
+    ax.set_xlabel("network calls (NFE)")
+    ax.set_ylabel("test accuracy %")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    return str(path)
 
 
 def _by_name(reports: list[Artifact], slot: str, ctx: RunContext) -> dict[str, dict[str, Any]]:

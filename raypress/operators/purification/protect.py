@@ -6,6 +6,11 @@ at once; the inputs are small (Fashion-MNIST: 70k images of 28x28, a few MB of P
 gathers them, protects them in one call, and hands back an in-memory Dataset.  Rows are sorted by
 id first, so the same rows and seed give the same bytes whatever order Ray delivered them in.
 
+The strength can come from a ``choose_protection`` Report wired to the optional ``strength``
+input: its chosen budget (picked on a validation split carved from the training side, never on
+the test set) replaces the budget params here, so the pipeline protects with what validation chose
+without anyone copying a number by hand. Its method must match ``method``.
+
 A row whose image does not decode, has the wrong size, or whose label is outside
 [0, num_classes) is not protected: it leaves as an error tombstone naming the row and the
 problem, so the runner quarantines it and counts it in the ledger (the run's max_error_ratio
@@ -31,21 +36,22 @@ from raypress.schema import ID_COL, ArtifactType
 
 ROWS_PER_BLOCK = 2_000
 # Params that belong to one method or another; only those set are passed on (and checked) there.
-METHOD_KEYS = ("eps", "l2", "grid", "crop", "pixels", "steps", "step_size", "rounds", "train_steps",
+METHOD_KEYS = ("eps", "l2", "grid", "class_sep", "crop", "pixels", "steps", "step_size", "rounds", "train_steps",
                "stop_acc", "batch_size", "lr", "width", "device")
 
 
 class ProtectParams(Params):
-    method: Method = Field(description="classwise | lsp | ar | ops | em")
+    method: Method = Field(description="classwise | lsp (sample-wise, APBench) | lsp_classwise | ar | ops | em")
     seed: int | None = Field(None, ge=0, description="default: the run's seed")
     num_classes: int = Field(10, ge=2, description="labels must lie in [0, num_classes)")
     keep_clean: bool = Field(False, description="keep the clean PNG in 'clean_image' (the leaked pairs "
                                                 "BridgePure trains on)")
     image_size: tuple[int, int] = Field((28, 28), description="(height, width) every image must have")
     mode: Literal["L", "RGB"] = Field("L", description="PIL mode images are decoded to")
-    eps: float | None = Field(None, description="classwise/lsp/em: Linf budget in /255 levels (8 means 8/255)")
+    eps: float | None = Field(None, description="classwise/lsp_classwise/em: Linf budget in /255 levels (8 means 8/255)")
     l2: float | None = Field(None, description="lsp/ar: L2 budget per image in the [0, 1] pixel scale")
-    grid: int | None = Field(None, description="lsp: patches per side")
+    grid: int | None = Field(None, description="lsp/lsp_classwise: patches per side")
+    class_sep: float | None = Field(None, description="lsp: class cluster separation (APBench: 10)")
     crop: int | None = Field(None, description="ar: rows/columns of the random start dropped")
     pixels: int | None = Field(None, description="ops: pixels set per class")
     steps: int | None = Field(None, description="em: PGD steps per round")
@@ -72,7 +78,8 @@ class Protect(Stage[ProtectParams]):
     """Protect images with an availability attack (classwise noise, LSP, AR, OPS, EM); bad rows are quarantined."""
 
     reads = (ID_COL, "image", "label")
-    inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
+    inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "strength": ArtifactType.REPORT}
+    optional_inputs: ClassVar[frozenset[str]] = frozenset({"strength"})
     output: ClassVar[ArtifactType] = ArtifactType.DATASET
     resources: ClassVar[Resources] = Resources(num_cpus=1)
 
@@ -87,12 +94,28 @@ class Protect(Stage[ProtectParams]):
         refs = data.ds.to_arrow_refs()  # type: ignore[union-attr]
         tables = [t for t in ray.get(refs) if t.num_rows]
         table = pa.concat_tables(tables, promote_options="default") if tables else pa.table({})
-        p = self.params
+        p = with_strength(self.params, inputs.get("strength"), ctx.node_id)
         seed = ctx.seed if p.seed is None else p.seed
         out, live_rows, budget = protect_table(table, p, ctx.node_id, seed)
         ctx.event("protected", method=p.method, rows=live_rows, quarantined=out.num_rows - live_rows, **budget)
         blocks = [out.slice(i, ROWS_PER_BLOCK) for i in range(0, out.num_rows, ROWS_PER_BLOCK)] or [out]
         return DatasetArtifact(ray.data.from_arrow(blocks), rows=live_rows)
+
+
+def with_strength(p: ProtectParams, strength: Artifact | None, node: str) -> ProtectParams:
+    """``p`` with the budget chosen by a ``choose_protection`` Report (when wired) in place of its own."""
+    if strength is None:
+        return p
+    metrics = getattr(strength, "metrics", None) or {}
+    chosen = metrics.get("chosen")
+    if not isinstance(chosen, dict) or "method" not in chosen:
+        raise ValueError(f"node {node!r}: the `strength` Report has no chosen protection "
+                         "(wire a choose_protection node to it)")
+    if chosen["method"] != p.method:
+        raise ValueError(f"node {node!r}: `strength` chose for method {chosen['method']!r}, "
+                         f"but this node protects with {p.method!r}")
+    budget = {k: None for k in METHOD_KEYS if k in ("eps", "l2", "pixels")}
+    return ProtectParams.model_validate({**p.model_dump(), **budget, **chosen.get("options", {})})
 
 
 def _label_ok(label: Any, num_classes: int) -> bool:

@@ -4,8 +4,13 @@ Each method maps clean uint8 images (N, H, W) or (N, H, W, C) with labels to pro
 images of the same shape, deterministically for a seed:
 
 - ``classwise``: one uniform noise pattern per class in [-eps, eps].
-- ``lsp``: linear-separable synthetic patches (Yu et al., KDD 2022, as in APBench): one
-  patch-constant pattern per class on a ``grid`` x ``grid`` grid, scaled to an L2 (or Linf) budget.
+- ``lsp``: linear-separable synthetic patches, sample-wise, as APBench generates them (Yu et al.,
+  KDD 2022): every image gets its own patch-constant pattern on a ``grid`` x ``grid`` grid, drawn
+  from its class's Gaussian cluster (sklearn's ``make_classification`` geometry: one cluster per
+  class on a hypercube vertex ``class_sep`` from the origin, all features informative), each
+  pattern scaled to the L2 budget sqrt(H*W*C) * 6/255.
+- ``lsp_classwise``: the class-wise variant (one pattern per class, no per-image draw), with an L2
+  or Linf budget: easier to learn to undo, since every image of a class carries the same noise.
 - ``ar``: autoregressive perturbations (Sandoval-Segura et al., NeurIPS 2022): one random,
   stable 3x3 AR process per class; each image gets its own noise drawn from its class's process,
   scaled to an L2 budget.
@@ -33,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raypress.image_codecs import to_float
 
-Method = Literal["classwise", "lsp", "ar", "ops", "em"]
+Method = Literal["classwise", "lsp", "lsp_classwise", "ar", "ops", "em"]
 LSP_DEFAULT_LINF = 6 / 255  # Yu et al.'s norm limit: the L2 of a uniform 6/255 perturbation
 
 
@@ -46,6 +51,19 @@ class ClasswiseParams(MethodParams):
 
 
 class LSPParams(MethodParams):
+    """Sample-wise LSP (APBench)."""
+
+    l2: float | None = Field(None, gt=0, description="L2 norm of each image's pattern ([0, 1] scale); default "
+                                                     "sqrt(H*W*C) * 6/255 (APBench / Yu et al.)")
+    grid: int = Field(4, ge=1, description="patches per side (APBench: 8x8 patches on 32x32, 4 per side; "
+                                           "4 on 28x28 gives 7x7 patches)")
+    class_sep: float = Field(10.0, gt=0, description="distance of each class's cluster centre from the origin "
+                                                     "per feature (make_classification's class_sep; APBench: 10)")
+
+
+class LSPClasswiseParams(MethodParams):
+    """Class-wise LSP: one pattern per class."""
+
     l2: float | None = Field(None, gt=0, description="L2 norm of each class pattern ([0, 1] scale); default "
                                                      "sqrt(H*W*C) * 6/255 (Yu et al.) unless eps alone is given")
     eps: float | None = Field(None, gt=0, le=255, description="Linf in /255 levels: a cap on top of l2, or, "
@@ -157,15 +175,20 @@ def protect_classwise(images: np.ndarray, labels: np.ndarray, num_classes: int,
 
 
 # ---------------------------------------------------------------------------- LSP
-def lsp_patterns(num_classes: int, shape: tuple[int, ...], params: LSPParams, seed: int) -> np.ndarray:
+def _blow_up(values: np.ndarray, shape: tuple[int, ...], grid: int) -> np.ndarray:
+    """(K, grid, grid, C) patch values -> (K, H, W, C) patch-constant images (the last patches cut)."""
+    h, w, _ = shape
+    ph, pw = -(-h // grid), -(-w // grid)
+    return np.repeat(np.repeat(values, ph, axis=1), pw, axis=2)[:, :h, :w, :]
+
+
+def lsp_classwise_patterns(num_classes: int, shape: tuple[int, ...], params: LSPClasswiseParams,
+                           seed: int) -> np.ndarray:
     """Per class: uniform [-1, 1] values, one per patch (and channel), blown up to the image and
     scaled to the budget; returns integer levels (num_classes, H, W, C)."""
     h, w, c = shape
-    g = params.grid
     rng = np.random.default_rng([seed, 1])
-    values = rng.uniform(-1.0, 1.0, size=(num_classes, g, g, c))
-    ph, pw = -(-h // g), -(-w // g)
-    pattern = np.repeat(np.repeat(values, ph, axis=1), pw, axis=2)[:, :h, :w, :]
+    pattern = _blow_up(rng.uniform(-1.0, 1.0, size=(num_classes, params.grid, params.grid, c)), shape, params.grid)
     if params.l2 is None and params.eps is not None:  # Linf-normalised: the largest patch hits eps
         peak = np.abs(pattern).reshape(num_classes, -1).max(axis=1)
         peak[peak == 0] = 1.0
@@ -178,11 +201,72 @@ def lsp_patterns(num_classes: int, shape: tuple[int, ...], params: LSPParams, se
     return _l2_levels(pattern)
 
 
+def protect_lsp_classwise(images: np.ndarray, labels: np.ndarray, num_classes: int,
+                          params: LSPClasswiseParams | Mapping[str, Any] | None = None, seed: int = 0) -> np.ndarray:
+    p = LSPClasswiseParams.model_validate(params or {})
+    x, y = _as_nhwc(images, labels, num_classes)
+    return _restore(_add_levels(x, lsp_classwise_patterns(num_classes, x.shape[1:], p, seed)[y]), images)
+
+
+@dataclass(frozen=True)
+class LSPClusters:
+    """Per class, the cluster a sample-wise LSP pattern is drawn from: ``centres`` (K, F) and
+    ``mixing`` (K, F, F); a class-``k`` feature vector is ``centres[k] + z @ mixing[k]``, z ~ N(0, I)."""
+
+    centres: np.ndarray
+    mixing: np.ndarray
+
+
+def lsp_clusters(num_classes: int, features: int, class_sep: float, seed: int) -> LSPClusters:
+    """make_classification's geometry (n_informative = n_features, one cluster per class): centres
+    on distinct vertices of the hypercube [-class_sep, class_sep]^F, each with its own random
+    linear mixing (uniform [-1, 1] entries) of unit Gaussian draws."""
+    if features < 60 and num_classes > 2 ** features:
+        raise ValueError(f"{num_classes} classes need more than {features} features for distinct cluster centres")
+    rng = np.random.default_rng([seed, 5])
+    vertices: list[np.ndarray] = []
+    seen: set[bytes] = set()
+    while len(vertices) < num_classes:
+        v = rng.integers(0, 2, size=features)
+        if v.tobytes() not in seen:
+            seen.add(v.tobytes())
+            vertices.append(v)
+    centres = (np.stack(vertices) * 2.0 - 1.0) * class_sep
+    mixing = rng.uniform(-1.0, 1.0, size=(num_classes, features, features))
+    return LSPClusters(centres, mixing)
+
+
+def lsp_samplewise_noise(labels: np.ndarray, shape: tuple[int, ...], params: LSPParams, num_classes: int,
+                         seed: int) -> np.ndarray:
+    """Float noise ([0, 1] scale) (N, H, W, C): per image, a draw from its class's cluster, one value
+    per patch and channel, blown up to patches and scaled to the L2 budget (APBench's
+    ``perturb_with_lsp``). Draws go in index order, so an image's noise depends on its position and
+    label, not on the rest of the set."""
+    h, w, c = shape
+    g = params.grid
+    features = g * g * c
+    clusters = lsp_clusters(num_classes, features, params.class_sep, seed)
+    rng = np.random.default_rng([seed, 6])
+    z = rng.standard_normal((len(labels), features))
+    vectors = clusters.centres[labels] + np.einsum("nf,nfg->ng", z, clusters.mixing[labels])
+    pattern = _blow_up(vectors.reshape(len(labels), g, g, c), shape, g)
+    l2 = params.l2 if params.l2 is not None else math.sqrt(h * w * c) * LSP_DEFAULT_LINF
+    return _l2_normalise(pattern, l2)
+
+
 def protect_lsp(images: np.ndarray, labels: np.ndarray, num_classes: int,
                 params: LSPParams | Mapping[str, Any] | None = None, seed: int = 0) -> np.ndarray:
+    """Sample-wise LSP. APBench adds the float noise and truncates to uint8 after clipping; here the
+    noise is truncated toward zero first (``_l2_levels``), so each image's L2 change stays within
+    the budget on the saved bytes."""
     p = LSPParams.model_validate(params or {})
     x, y = _as_nhwc(images, labels, num_classes)
-    return _restore(_add_levels(x, lsp_patterns(num_classes, x.shape[1:], p, seed)[y]), images)
+    out = np.empty_like(x)
+    chunk = 4096
+    noise_all = lsp_samplewise_noise(y, x.shape[1:], p, num_classes, seed) if len(x) else np.zeros(x.shape)
+    for lo in range(0, len(x), chunk):
+        out[lo:lo + chunk] = _add_levels(x[lo:lo + chunk], _l2_levels(noise_all[lo:lo + chunk]))
+    return _restore(out, images)
 
 
 # ---------------------------------------------------------------------------- AR
@@ -420,6 +504,7 @@ def protect_em(images: np.ndarray, labels: np.ndarray, num_classes: int,
 METHODS: dict[str, tuple[type[MethodParams], Callable[..., np.ndarray]]] = {
     "classwise": (ClasswiseParams, protect_classwise),
     "lsp": (LSPParams, protect_lsp),
+    "lsp_classwise": (LSPClasswiseParams, protect_lsp_classwise),
     "ar": (ARParams, protect_ar),
     "ops": (OPSParams, protect_ops),
     "em": (EMParams, protect_em),

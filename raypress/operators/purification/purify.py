@@ -2,8 +2,9 @@
 
 The op is stateful: each actor of its pool loads the network once (``load_bridge``) and purifies
 many batches with it.  A model trained with ``objective: bridge`` runs DDBM's hybrid sampler from
-the protected image; one trained with ``objective: one_step`` (the supervised baseline) is a single
-network call (``VEBridge.one_step_inverse``).
+the protected image (the paper samples 40 steps, 119 network calls with churn; ``churn_step_ratio:
+0`` is the deterministic sampler); one trained with ``objective: one_step`` is a single network
+call (``VEBridge.one_step_inverse``): an ablation added here, not a baseline of the paper.
 
 Noise is per row: row ``i``'s sampler noise comes from its own generator, seeded by a hash of the
 op's seed and the row's id, so a row gets the same noise whatever batch Ray put it in (the network
@@ -30,7 +31,14 @@ from pydantic import Field
 from raypress.artifacts import Artifact
 from raypress.image_codecs import decode_images, encode_pngs, from_float, to_float
 from raypress.models.bridge_unet import load_bridge
-from raypress.models.ddbm import SAMPLER_T_OFFSET, VEBridge, karras_schedule, sampler_step, sde_drift
+from raypress.models.ddbm import (
+    SAMPLER_T_OFFSET,
+    VEBridge,
+    karras_schedule,
+    prenoise_mix,
+    sampler_step,
+    sde_drift,
+)
 from raypress.operators.base import Mapper, Params, Resources
 from raypress.operators.purification.purified_rows import PURIFIED_BY, replace_images
 from raypress.operators.registry import register
@@ -73,7 +81,8 @@ def sample_rows(
     churn_step_ratio: float = 0.33,
     guidance: float = 0.5,
 ) -> torch.Tensor:
-    """``VEBridge.sample`` (clip_denoised) with row ``i``'s noise drawn from ``generators[i]`` only.
+    """``VEBridge.sample`` (clip_denoised) with row ``i``'s noise drawn from ``generators[i]`` only,
+    and BridgePure's official pre-noise sqrt(1-beta) x_T + sqrt(beta) eps when beta > 0.
 
     Draws happen in ``VEBridge.sample``'s order (pre-noise, then one per churn step), each shaped
     like one row, so row ``i`` gets exactly what ``VEBridge.sample(x_T[i:i+1], generator=g_i)``
@@ -87,8 +96,8 @@ def sample_rows(
         draws = [torch.randn((1, *like.shape[1:]), generator=g) for g in generators]
         return torch.cat(draws).to(device=like.device, dtype=like.dtype)
 
-    if bridge.beta > 0:
-        x_T = x_T + bridge.beta * noise(x_T)
+    if bridge.beta > 0:  # BridgePure's official pre-noise, with this function's generators
+        x_T = prenoise_mix(x_T, bridge.beta, noise(x_T))
 
     def denoiser(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         return bridge.denoise(model, x, sigma, x_T).clamp(-1, 1)
@@ -118,7 +127,7 @@ def resolve_device(device: str) -> torch.device:
 
 @register("purify", requires={"torch": "purify", "PIL": "purify"})
 class Purify(Mapper[PurifyParams]):
-    """Purify protected images with a trained BridgePure model (DDBM sampler, or the one-step baseline)."""
+    """Purify protected images with a trained BridgePure model (DDBM sampler, or the one-step ablation)."""
 
     stateful = True
     reads = (ID_COL, "image")
