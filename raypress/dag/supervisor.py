@@ -64,7 +64,10 @@ def run_supervised(argv: list[str], run_dir: Path, node_order: list[str],
         watch.stop()
         for reader in readers:  # Ray's processes may hold the pipes a little longer
             reader.join(timeout=5)
-        return _settle(run_dir, rc, [*tail, *watch.deaths], node_order, echo)
+        # a raylet/GCS gone in the same poll as the run is evidence only when the run failed with
+        # Ray's own exit code 1 and nothing better was printed (it is listed last: weakest first found)
+        late = watch.late_deaths if rc == 1 else []
+        return _settle(run_dir, rc, [*tail, *watch.deaths, *late], node_order, echo)
     finally:
         lock.release()
 
@@ -77,11 +80,12 @@ class RayProcessWatch(threading.Thread):
 
     WATCHED = {"raylet": "Raylet is terminated", "gcs_server": "GCS died"}
 
-    def __init__(self, root_pid: int, interval: float = 0.5) -> None:
+    def __init__(self, root_pid: int, interval: float = 0.1) -> None:
         super().__init__(daemon=True)
         self.root_pid, self.interval = root_pid, interval
         self.seen: dict[int, str] = {}
         self.deaths: list[str] = []
+        self.late_deaths: list[str] = []  # gone in the same poll as the run itself: order unknown
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
@@ -97,8 +101,13 @@ class RayProcessWatch(threading.Thread):
 
     def _look(self) -> None:
         alive = _descendants(self.root_pid)
-        if self.root_pid not in alive:
-            return  # the run itself ended: what happens to Ray after that is not a cause
+        if self.root_pid not in alive:  # the run itself ended: what happens to Ray after that is not a cause,
+            if not self.late_deaths:     # but one gone between the last poll and this one may be
+                self.late_deaths = [f"{self.WATCHED[name]}: Ray's {name} process (pid {pid}) ended within "
+                                    f"{self.interval:g} s of the run (it may have ended it)"
+                                    for pid, name in self.seen.items() if not Path(f"/proc/{pid}").exists()]
+            self._stop_event.set()
+            return
         for pid, name in alive.items():
             if name in self.WATCHED and pid not in self.seen:
                 self.seen[pid] = name

@@ -82,6 +82,7 @@ def _counter(ctx: RunContext):
     import ray
 
     counter = ray.remote(num_cpus=0)(AssignedIds).remote()
+    ray.get(counter.totals.remote())  # started here: the file tasks' waited calls then cost a round trip
 
     def report() -> None:
         try:
