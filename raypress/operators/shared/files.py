@@ -13,10 +13,11 @@ import lzma
 import os
 import re
 import time
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Callable, Iterator
 
 import pyarrow as pa
-from pydantic import BeforeValidator
+from pydantic import AfterValidator, BeforeValidator
 
 from raypress.op_timing import report_time
 
@@ -32,6 +33,16 @@ MAX_FILE_BLOCKS = 1024
 
 # A list of glob patterns; a single pattern written as a plain string is accepted too.
 Globs = Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)]
+
+
+def _existing_file(value: str) -> str:
+    if not Path(value).expanduser().is_file():
+        raise ValueError(f"{value!r} is not a file")
+    return value
+
+
+# A param naming a local file (a model, a tokenizer) that must exist when the pipeline is validated.
+LocalFile = Annotated[str, AfterValidator(_existing_file)]
 
 
 def expand_globs(patterns: list[str]) -> list[str]:

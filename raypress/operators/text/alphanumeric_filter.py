@@ -10,9 +10,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from raypress.operators.registry import register
+from raypress.operators.shared.files import LocalFile
 from raypress.operators.text.batch import CodepointBatch, alnum_lut
 from raypress.operators.text.dj_models import PYTHIA_TOKENIZER, hf_tokenizer_file
 from raypress.operators.text.hf_tokenizers import hf_token_splitter
@@ -29,16 +30,10 @@ class AlphanumericParams(RatioParams):
     min_ratio: float = Field(default=0.25, description="keep samples whose ratio is >= min_ratio")
     max_ratio: float = Field(default=sys.maxsize, description="keep samples whose ratio is <= max_ratio")
 
-    tokenizer_path: str | None = Field(
+    tokenizer_path: LocalFile | None = Field(
         default=None, description="raypress: a local tokenizer.json for tokenization=True, instead of "
         "EleutherAI/pythia-6.9b-deduped's found by name")
 
-    @field_validator("tokenizer_path")
-    @classmethod
-    def _is_file(cls, value: str | None) -> str | None:
-        if value is not None and not Path(value).expanduser().is_file():
-            raise ValueError(f"{value!r} is not a file")
-        return value
 
     def tokenizer_file(self, op: str) -> Path:
         return Path(self.tokenizer_path).expanduser() if self.tokenizer_path else hf_tokenizer_file(PYTHIA_TOKENIZER, op)

@@ -21,10 +21,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from raypress.operators.base import TextParams
 from raypress.operators.registry import register
+from raypress.operators.shared.files import LocalFile
 from raypress.operators.text.dj_models import KENLM_NAME, MODELS_ENV, SP_NAME, search_dirs
 from raypress.operators.text.sentencepiece_models import load_sentencepiece
 from raypress.operators.text.range_filter import RangeTextFilter
@@ -34,23 +35,17 @@ class PerplexityParams(TextParams):
     lang: str = Field(default="en", description="language of the samples: picks {lang}.arpa.bin and {lang}.sp.model")
     min_ppl: float = Field(default=0, description="keep samples whose perplexity is >= min_ppl")
     max_ppl: float = Field(default=1500, description="keep samples whose perplexity is <= max_ppl")
-    model_path: str | None = Field(
+    model_path: LocalFile | None = Field(
         default=None,
         description=f"local KenLM model (ARPA or binary); None: {KENLM_NAME} in ${MODELS_ENV} or "
         "Data-Juicer's model cache",
     )
-    sp_model_path: str | None = Field(
+    sp_model_path: LocalFile | None = Field(
         default=None,
         description=f"local sentencepiece model the KenLM model was trained on; None: {SP_NAME} in "
         f"${MODELS_ENV} or Data-Juicer's model cache",
     )
 
-    @field_validator("model_path", "sp_model_path")
-    @classmethod
-    def _exists(cls, value: str | None) -> str | None:
-        if value is not None and not Path(value).expanduser().is_file():
-            raise ValueError(f"{value!r} is not a file")
-        return value
 
     def with_model_files(self, op: str) -> "PerplexityParams":
         lm, sp = self.model_files()

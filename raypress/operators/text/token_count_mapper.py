@@ -16,27 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from raypress.operators.base import Mapper, TextParams
 from raypress.operators.registry import register
+from raypress.operators.shared.files import LocalFile
 
 DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "data" / "tokenizers" / "gpt-neox-20b.json.gz"
 ENCODE_BATCH = 256  # texts per encode_batch call: the Rust tokenizer's threads get work, memory stays small
 
 
 class TokenCountParams(TextParams):
-    tokenizer: str | None = Field(
+    tokenizer: LocalFile | None = Field(
         default=None, description="a Hugging Face tokenizer.json (or .json.gz); None: GPT-NeoX-20B, shipped")
     token_key: str = Field(default="n_token", description="column to write the token count to")
     char_key: str = Field(default="n_char", description="column to write the character count to")
 
-    @field_validator("tokenizer")
-    @classmethod
-    def _is_file(cls, value: str | None) -> str | None:
-        if value is not None and not Path(value).expanduser().is_file():
-            raise ValueError(f"{value!r} is not a file")
-        return value
 
 
 @lru_cache(maxsize=2)

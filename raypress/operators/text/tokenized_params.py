@@ -6,12 +6,12 @@ import it."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from raypress.operators.base import TextParams
+from raypress.operators.shared.files import LocalFile
 from raypress.operators.text.dj_models import sentencepiece_file
 from raypress.operators.text.sentencepiece_models import piece_splitter
 
@@ -27,16 +27,10 @@ class TokenizedParams(TextParams):
         description="split words into the pieces of the sentencepiece model {lang}.sp.model (looked up "
         "in $RAYPRESS_DJ_MODELS or Data-Juicer's model cache; never downloaded) instead of on whitespace",
     )
-    sp_model_path: str | None = Field(
+    sp_model_path: LocalFile | None = Field(
         default=None, description="raypress: a local sentencepiece model for tokenization=True, "
         "instead of {lang}.sp.model found by name")
 
-    @field_validator("sp_model_path")
-    @classmethod
-    def _is_file(cls, value: str | None) -> str | None:
-        if value is not None and not Path(value).expanduser().is_file():
-            raise ValueError(f"{value!r} is not a file")
-        return value
 
     def word_splitter(self, op: str) -> Callable[[str], list[str]] | None:
         """The sentencepiece splitter when tokenization is on, else None (whitespace)."""
