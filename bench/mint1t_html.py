@@ -12,7 +12,9 @@ what the filters, dedup, images, Ray and the ledger cost on top of parsing, per 
     python bench/mint1t_html.py [--corpus DIR] [--cpus N]
 
 Prints documents/s per core for the pipeline, the share of operator time per node, bff_dedup's
-n-grams/s and the ratio.
+n-grams/s, the ratio, and the kept set against ``bench/reference/mint1t_html_kept.txt``: the ids
+(WARC file name @ record offset) the pipeline kept at commit 2db5117, before the NSFW filter was
+made faster and moved after the text-quality filter -- a speed-up must not change what is kept.
 """
 
 from __future__ import annotations
@@ -82,6 +84,25 @@ def run_pipeline_timed(warcs: list[Path], cpus: int, run_dir: Path) -> tuple[dic
     return ledger, time.perf_counter() - start
 
 
+REFERENCE_KEPT = REPO / "bench" / "reference" / "mint1t_html_kept.txt"
+
+
+def kept_ids(run_dir: Path) -> set[str]:
+    """The kept documents' ids with the corpus folder stripped (``file.warc.gz@offset``)."""
+    import pyarrow.parquet as pq
+
+    files = sorted((run_dir / "output").glob("*.parquet"))
+    return {Path(i).name for f in files for i in pq.read_table(f, columns=["id"]).column("id").to_pylist()}
+
+
+def compare_kept(run_dir: Path) -> str:
+    reference = set(REFERENCE_KEPT.read_text().split())
+    kept = kept_ids(run_dir)
+    verdict = "identical" if kept == reference else "DIFFERENT"
+    return (f"kept set vs {REFERENCE_KEPT.name} (2db5117's pipeline): {verdict} -- {len(kept)} kept, "
+            f"{len(reference)} in the reference, {len(kept - reference)} only now, {len(reference - kept)} only then")
+
+
 def bff_ngrams(run_dir: Path) -> int | None:
     """n-grams bff_dedup looked up, from its event in events.jsonl."""
     for line in (run_dir / "events.jsonl").read_text().splitlines():
@@ -108,6 +129,8 @@ def main() -> None:
     print(f"corpus: {', '.join(w.name for w in warcs)}: {pages} HTML pages, {nodes['images']['rows_out']} images")
     print(f"pipeline: {seconds:.1f} s wall on {args.cpus} cores, {nodes['output']['rows_out']} documents kept")
     print(f"pipeline: {pages / seconds:.1f} documents/s, {per_core:.1f} documents/s per core")
+    if args.corpus == real_html_corpus.DEFAULT_OUT:
+        print(compare_kept(run_dir))
 
     op_seconds = {nid: e["seconds"] for nid, e in nodes.items()}
     total = sum(op_seconds.values()) or 1.0

@@ -113,42 +113,48 @@ def test_null_lists(op):
     assert op.compute_stats(t)["nsfw_unreadable_images"] == [1]
 
 
-class FakeDetector:
-    """Stands in for NudeDetector: one canned detection list per image, in call order."""
-
-    def __init__(self, outputs):
-        self.outputs = list(outputs)
-        self.calls = []
-
-    def detect_batch(self, images, batch_size=4):
-        self.calls.append(len(images))
-        return [self.outputs.pop(0) for _ in images]
-
-
 def det(cls, score):
     return {"class": cls, "score": score, "box": [0, 0, 10, 10]}
 
 
+def stand_in(op: NsfwImageFilter, outputs: list[list[dict]]) -> list[int]:
+    """Replace the model with scripted detections, one list per image in order; returns the
+    list of call sizes."""
+    calls: list[int] = []
+
+    def detections(images):
+        calls.append(len(images))
+        return [[(d["class"], d["score"]) for d in outputs.pop(0)] for _ in images]
+
+    op.detections = detections
+    return calls
+
+
+def colour(i: int) -> bytes:
+    return encode(Image.new("RGB", (320, 240), (40 + i, 120, 200)), "PNG")
+
+
 def test_threshold_logic_with_stand_in_detector():
     op = NsfwImageFilter(NsfwImageFilter.Params(threshold=0.5, batch_size=2))
-    op.detector = FakeDetector([
+    calls = stand_in(op, [
         [det("FEMALE_BREAST_EXPOSED", 0.5)],                          # doc a: exactly threshold
         [det("BUTTOCKS_EXPOSED", 0.5 - 1e-6)],                        # doc b: just below
         [det("FACE_FEMALE", 0.99), det("FEMALE_BREAST_COVERED", 0.9)],  # doc c: not NSFW classes
         [],                                                            # doc d, image 1
         [det("MALE_GENITALIA_EXPOSED", 0.8), det("FACE_MALE", 0.9)],  # doc d, image 2 flags it
     ])
-    docs = [doc(solid(), id="a"), doc(solid(), id="b"), doc(solid(), id="c"), doc(solid(), solid(), id="d")]
+    docs = [doc(colour(0), id="a"), doc(colour(1), id="b"), doc(colour(2), id="c"),
+            doc(colour(3), colour(4), id="d")]
     stats = op.compute_stats(documents_to_table(docs))
     assert stats["nsfw_max_score"] == pytest.approx([0.5, 0.5 - 1e-6, 0.0, 0.8])
     assert op.drop_reasons(stats) == ["nsfw_image", None, None, "nsfw_image"]
-    assert op.detector.calls == [2, 2, 1]  # batched by batch_size, the rest flushed at the end
+    assert calls == [5]  # decoded images wait for one call (at most 8 held at once)
 
 
 def test_classes_param_changes_what_counts():
     op = NsfwImageFilter(NsfwImageFilter.Params(classes=["FACE_FEMALE"], threshold=0.9))
-    op.detector = FakeDetector([[det("FACE_FEMALE", 0.95)], [det("FEMALE_GENITALIA_EXPOSED", 0.99)]])
-    stats = op.compute_stats(documents_to_table([doc(solid(), id="x"), doc(solid(), id="y")]))
+    stand_in(op, [[det("FACE_FEMALE", 0.95)], [det("FEMALE_GENITALIA_EXPOSED", 0.99)]])
+    stats = op.compute_stats(documents_to_table([doc(colour(0), id="x"), doc(colour(1), id="y")]))
     assert op.drop_reasons(stats) == ["nsfw_image", None]
 
 
@@ -159,3 +165,63 @@ def test_invalid_params():
         NsfwImageFilter.Params(classes=[])
     with pytest.raises(ValidationError):
         NsfwImageFilter.Params(threshold=0)
+
+
+def warc_sample_images(limit: int = 30) -> list[bytes]:
+    """Real figures and screenshots of the GIMP manual shipped in samples/warc_en."""
+    from raypress.operators.io.read_warc import read_warc_file
+
+    warc = next((Path(__file__).resolve().parents[2] / "samples" / "warc_en").glob("*.warc.gz"))
+    blobs: list[bytes] = []
+    for table in read_warc_file(str(warc), str(warc), node="images", content="images"):
+        blobs += [b for b in table.column("image_bytes").to_pylist() if b]
+    return blobs[:limit]
+
+
+def test_array_postprocessing_gives_nudenet_s_own_detections(op):
+    """nudenet_detections replaces NudeNet's per-anchor Python loop: every detection (class and
+    score, after the same NMS) must equal NudeNet's own, on real figures and on the positive."""
+    positive = (Path(__file__).resolve().parents[1] / "data" / "nsfw" / "synthetic_positive.png").read_bytes()
+    images = [decode_bgr(b) for b in [positive, solid(), noise(), drawing(), *warc_sample_images()]]
+    images = [m for m in images if m is not None]
+    theirs = op.detector.detect_batch(images, batch_size=4)
+    ours = op.detections(images)
+    assert len(ours) == len(theirs) == len(images) > 20
+    assert sum(len(d) for d in theirs) >= 2  # the positive's detections at least
+    for mine, reference in zip(ours, theirs):
+        assert sorted(mine) == sorted((d["class"], d["score"]) for d in reference)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_array_postprocessing_equals_nudenet_on_dense_outputs(seed):
+    """Real images give few detections; model outputs with hundreds of anchors above 0.2 (random
+    boxes, overlapping, some outside the image) test the arithmetic, clipping and NMS in bulk."""
+    from nudenet.nudenet import _postprocess
+
+    from raypress.operators.curation.nsfw_image_filter import nudenet_detections
+
+    rng = np.random.default_rng(seed)
+    anchors = 2100
+    out = np.zeros((22, anchors), np.float32)
+    out[0:2] = rng.uniform(-20, 340, (2, anchors))
+    out[2:4] = rng.uniform(1, 200, (2, anchors))
+    out[4:] = rng.uniform(0, 0.3, (18, anchors)) * rng.uniform(0.5, 1.6, anchors)
+    width, height = [(640, 320), (200, 900), (320, 320), (1023, 77)][seed]
+    x_pad, y_pad = max(width, height) - width, max(width, height) - height
+    theirs = _postprocess([out[None]], x_pad, y_pad, None, None, width, height, 320, 320)
+    ours = nudenet_detections(out, x_pad, y_pad, width, height)
+    assert len(theirs) > 20
+    assert sorted(ours) == sorted((d["class"], d["score"]) for d in theirs)
+
+
+def test_each_distinct_image_is_scored_once():
+    """A figure repeated across documents (and within one) goes through the model once per actor."""
+    op = NsfwImageFilter(NsfwImageFilter.Params())
+    seen: list[int] = []
+    real = op.image_scores
+    op.image_scores = lambda images: (seen.append(len(images)), real(images))[1]
+    figure = drawing()
+    first = op.compute_stats(documents_to_table([doc(figure, figure, id="a"), doc(figure, solid(), id="b")]))
+    second = op.compute_stats(documents_to_table([doc(figure, id="c")]))
+    assert sum(seen) == 2  # the drawing and the solid image, once each
+    assert first["nsfw_max_score"][0] == second["nsfw_max_score"][0] == real([decode_bgr(figure)])[0]
