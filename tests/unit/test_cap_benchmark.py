@@ -244,3 +244,53 @@ def test_step_collector_counts_steps_the_history_dropped() -> None:
     assert [r["step"] for r in collector.records] == [5, 6, 9, 10] and collector.missed == 2
     asyncio.run(collector.poll())  # nothing new: nothing added twice
     assert collector.last == 10 and len(collector.records) == 4
+
+
+def test_multiple_choice_accuracy_axis(model_dir: Path, rows: list[dict[str, Any]], tmp_path: Path) -> None:
+    """choices: 4 scores log-likelihood multiple choice made from the rows' held-out text (README
+    paragraphs here), after the levels; the radar's accuracy axis is its acc, the Report says so,
+    and the in-process and HTTP targets give the same log-likelihoods."""
+    from raypress.operators.moe.cap.choice_scoring import build_questions, pairs_of
+
+    paragraphs = [p for p in (Path(__file__).resolve().parents[2] / "README.md").read_text().split("\n\n")
+                  if len(p.split()) >= 40][:12]
+    given = [{**rows[i % len(rows)], "id": f"r{i}", "text": text} for i, text in enumerate(paragraphs)]
+    events: list[dict[str, Any]] = []
+    stage = _stage(choices=4, limit=len(rows))
+    report = stage.benchmark(given, InProcessTarget(model_dir, max_batch_size=3), _ctx(tmp_path, events))
+    choice = report.metrics["accuracy_choice"]
+    assert choice["questions"] == 12 and choice["choices"] == 4 and choice["chance"] == 0.25
+    assert 0.0 <= choice["acc"] <= 1.0 and choice["acc_interval_95"][0] <= choice["acc"] <= choice["acc_interval_95"][1]
+    assert report.metrics["accuracy_axis"] == "accuracy_choice.acc"
+    assert [e for e in events if e["event"] == "cap_choice_accuracy"][0]["acc"] == choice["acc"]
+    assert report.metrics["levels"][0]["requests"] == len(rows)  # the levels still use `limit` rows
+
+    pairs = pairs_of(build_questions([(r["id"], r["text"]) for r in given])[:3])
+    from raypress.inference.engine import Engine
+    from raypress.serving import openai_app
+    from raypress.serving.uvicorn_thread import serve_in_thread
+
+    local = InProcessTarget(model_dir, max_batch_size=3)
+    expected = local.loglikelihoods(pairs)
+    asyncio.run(local.aclose())
+    engine = Engine.from_pretrained(model_dir, max_batch_size=3)
+    try:
+        with serve_in_thread(openai_app.create_app(engine, "tiny-moe")) as server:
+            target = HttpTarget(server.url, "tiny-moe")
+            try:
+                served = target.loglikelihoods(pairs)
+            except Exception as exc:  # noqa: BLE001 - a server without echo/logprobs says so
+                pytest.skip(f"this server cannot score prompts yet: {exc}")
+            finally:
+                asyncio.run(target.aclose())
+    finally:
+        engine.stop()
+    for (want, want_greedy), (got, got_greedy) in zip(expected, served):
+        assert got == pytest.approx(want, abs=1e-3) and got_greedy == want_greedy
+
+
+def test_choices_need_the_text_column(model_dir: Path, rows: list[dict[str, Any]]) -> None:
+    with pytest.raises(ValueError, match="node 'cap': choices=4 needs the rows' 'text' column"):
+        _stage(choices=4).questions(rows, "cap")
+    with pytest.raises(ValueError):
+        CapBenchmarkParams(choices=1)

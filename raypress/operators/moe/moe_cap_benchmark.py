@@ -37,6 +37,7 @@ from typing import Any, ClassVar, TypeVar
 from raypress.artifacts import Artifact, ReportArtifact
 from raypress.models.moe_config import MoEConfig
 from raypress.operators.base import Resources, RunContext, Stage
+from raypress.operators.moe.cap.choice_scoring import ChoiceQuestion, build_questions, pairs_of, score
 from raypress.operators.moe.cap.hardware import Hardware, get_hardware, with_costs
 from raypress.operators.moe.cap.http_client import HttpTarget
 from raypress.operators.moe.cap.in_process import InProcessTarget
@@ -160,16 +161,33 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ReportArtifact:
         p = self.params
         self.check_inputs(inputs, ctx.node_id)
-        rows = inputs["data"].ds.take(p.limit)  # type: ignore[union-attr]
-        _rows_to_pairs(rows, p.prompt_key, p.answer_key)  # bad rows fail before a model loads
+        rows = inputs["data"].ds.take(max(p.limit, p.choice_questions if p.choices else 0))  # type: ignore[union-attr]
+        _rows_to_pairs(rows[: p.limit], p.prompt_key, p.answer_key)  # bad rows fail before a model loads
+        self.questions(rows, ctx.node_id)
         return self.benchmark(rows, self.make_target(inputs, ctx.node_id), ctx)
+
+    def questions(self, rows: Sequence[dict[str, Any]], node_id: str) -> list[ChoiceQuestion]:
+        """The multiple-choice questions made from the rows' held-out text ([] when ``choices`` is 0)."""
+        p = self.params
+        if not p.choices:
+            return []
+        if rows and p.choice_text_key not in rows[0]:
+            raise ValueError(f"moe_cap_benchmark node {node_id!r}: choices={p.choices} needs the rows' "
+                             f"{p.choice_text_key!r} column (held-out text); columns: {sorted(rows[0])}")
+        texts = [(str(_plain_id(row.get("id", index))), str(row[p.choice_text_key] or ""))
+                 for index, row in enumerate(rows)]
+        try:
+            return build_questions(texts, p.choices, p.context_words, p.continuation_words)[: p.choice_questions]
+        except ValueError as exc:
+            raise ValueError(f"moe_cap_benchmark node {node_id!r}: {exc}") from None
 
     def benchmark(self, rows: Sequence[dict[str, Any]], target: BenchmarkTarget, ctx: RunContext) -> ReportArtifact:
         """Every level over ``rows`` (the first ``limit``) against ``target``, which is closed at the end;
         writes the Report and the radar."""
         p = self.params
-        rows = list(rows)[: p.limit]
         try:
+            questions = self.questions(rows, ctx.node_id)
+            rows = list(rows)[: p.limit]
             pairs = _rows_to_pairs(rows, p.prompt_key, p.answer_key)
         except ValueError:
             _run_coroutine(target.aclose())
@@ -179,10 +197,11 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
         if p.power_w is not None or p.capital_usd is not None:
             hardware = with_costs(hardware, p.power_w or hardware.power_w, p.capital_usd or hardware.capital_usd,
                                   f"parameter override (power_w={p.power_w}, capital_usd={p.capital_usd})")
-        return _run_coroutine(self._benchmark(pairs, row_ids, target, hardware, ctx))
+        return _run_coroutine(self._benchmark(pairs, row_ids, target, hardware, ctx, questions))
 
     async def _benchmark(self, pairs: list[tuple[str, str]], row_ids: list[Any], target: BenchmarkTarget,
-                         hardware: Hardware, ctx: RunContext) -> ReportArtifact:
+                         hardware: Hardware, ctx: RunContext,
+                         questions: Sequence[ChoiceQuestion] = ()) -> ReportArtifact:
         p = self.params
         try:
             info = await asyncio.to_thread(target.engine_info)
@@ -210,6 +229,13 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
                 levels.append(level)
                 runs.append(run)
                 ctx.event("cap_level", **event_fields(level))
+            choice = None
+            if questions:  # after the levels: scoring passes must not appear in their step records
+                lls = await asyncio.to_thread(target.loglikelihoods, pairs_of(questions))
+                choice = score(questions, lls)
+                ctx.event("cap_choice_accuracy", acc=choice["acc"], acc_norm=choice["acc_norm"],
+                          chance=choice["chance"], questions=choice["questions"])
         finally:
             await target.aclose()
-        return write_report(levels, runs[0], pairs, rows_given, skipped, info, config, dtype, hardware, p, ctx)
+        return write_report(levels, runs[0], pairs, rows_given, skipped, info, config, dtype, hardware, p, ctx,
+                            choice)

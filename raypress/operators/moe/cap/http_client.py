@@ -86,6 +86,14 @@ class HttpTarget:
     def count_tokens(self, prompts: Sequence[str]) -> list[int]:
         return [int(n) for n in self._call("POST", "/raypress/v1/tokenize", json={"prompts": list(prompts)})["counts"]]
 
+    def loglikelihoods(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+        """(log-likelihood, is greedy) of each continuation from ``/v1/completions`` with ``echo`` and
+        ``max_tokens: 0`` (what lm-eval's local-completions sends)."""
+        from raypress.operators.moe.cap.choice_scoring import completion_loglikelihoods
+
+        return completion_loglikelihoods(lambda body: self._call("POST", "/v1/completions", json=body),
+                                         self.model, pairs)
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()

@@ -66,5 +66,11 @@ class InProcessTarget:
     def count_tokens(self, prompts: Sequence[str]) -> list[int]:
         return [len(self.engine.encode(prompt)) for prompt in prompts]
 
+    def loglikelihoods(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+        """(log-likelihood, is greedy) of each continuation, from the engine's model in this process."""
+        from raypress.operators.moe.cap.choice_scoring import model_loglikelihoods
+
+        return model_loglikelihoods(self.engine.model, self.engine.encode, pairs, self.engine.max_len)
+
     async def aclose(self) -> None:
         self.engine.stop()

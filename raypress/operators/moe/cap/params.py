@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from raypress.operators.base import Params
 
@@ -30,3 +30,16 @@ class CapBenchmarkParams(Params):
     api_key_env: str | None = Field(None, description="env var holding the endpoint's bearer token "
                                     "(None: the endpoint Report's api_key_env)")
     timeout_s: float = Field(600.0, gt=0, description="per-request timeout")
+    choices: int = Field(0, ge=0, description="log-likelihood multiple choice with this many choices per "
+                         "question, built from the rows' `choice_text_key` (0: off; the accuracy axis is "
+                         "then the generated answers' match)")
+    choice_text_key: str = Field("text", description="column of held-out text the questions are made from")
+    choice_questions: int = Field(200, ge=1, description="most multiple-choice questions")
+    context_words: int = Field(24, ge=1, description="words of context per question")
+    continuation_words: int = Field(6, ge=1, description="words per choice")
+
+    @model_validator(mode="after")
+    def _choices(self) -> "CapBenchmarkParams":
+        if self.choices == 1:
+            raise ValueError("choices must be 0 (off) or at least 2")
+        return self

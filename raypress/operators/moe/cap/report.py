@@ -93,9 +93,13 @@ def hardware_block(hw: Hardware, n_devices: int, dtype: str) -> dict[str, Any]:
 
 def write_report(levels: list[dict[str, Any]], first: LevelRun, pairs: list[tuple[str, str]], rows_given: int,
                  skipped: list[dict[str, Any]], info: dict[str, Any], config: MoEConfig, dtype: str,
-                 hardware: Hardware, p: CapBenchmarkParams, ctx: RunContext) -> ReportArtifact:
-    """Draw the CAP radar and save ``report.json`` under ``reports/<node>/``; the Report."""
-    systems = {lv["system"]: {"accuracy": lv["accuracy"], "throughput": lv["throughput_tokens_per_s"],
+                 hardware: Hardware, p: CapBenchmarkParams, ctx: RunContext,
+                 choice: dict[str, Any] | None = None) -> ReportArtifact:
+    """Draw the CAP radar and save ``report.json`` under ``reports/<node>/``; the Report.  With a
+    multiple-choice score (``choice``) the accuracy axis is its ``acc`` (the model's, the same at
+    every level), else each level's generated-answer match."""
+    systems = {lv["system"]: {"accuracy": choice["acc"] if choice else lv["accuracy"],
+                              "throughput": lv["throughput_tokens_per_s"],
                               "cost": lv["cost_usd_per_mtok"]} for lv in levels}
     radar = cap_radar(ctx.path("reports", ctx.node_id, "cap_radar.png"), systems,
                       title=f"MoE-CAP: {info.get('model')} on {hardware.name}")
@@ -124,6 +128,8 @@ def write_report(levels: list[dict[str, Any]], first: LevelRun, pairs: list[tupl
         "dataset": {"rows": rows_given, "benchmarked": len(pairs), "skipped": skipped,
                     "prompt_key": p.prompt_key, "answer_key": p.answer_key, "scoring": SCORING[p.match]},
         "sampling": {"max_tokens": p.max_tokens, "temperature": p.temperature},
+        "accuracy_choice": choice,
+        "accuracy_axis": "accuracy_choice.acc" if choice else "levels[].accuracy (generated answers)",
         "levels": levels,
         "radar": str(radar),
         "samples": samples,
