@@ -208,6 +208,29 @@ def test_measure_cpu_is_positive_finite_and_quick() -> None:
     assert 1e8 < cpu.flops("fp32") < 1e14
 
 
+def test_cpu_peaks_are_measured_at_the_engine_s_thread_count() -> None:
+    """A replica runs with num_cpus threads (1 by default) while the benchmark's process may have
+    more: the peaks must be measured with the engine's count, and this process's left as it was."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen: list[int] = []
+        import raypress.operators.moe.cap.hardware as hw
+
+        real = hw.measure_copy_bandwidth
+        hw.measure_copy_bandwidth = lambda n: (seen.append(torch.get_num_threads()), real(n))[1]
+        try:
+            one = measure_cpu(dtypes=("fp32",), copy_bytes=8 << 20, threads=1)
+        finally:
+            hw.measure_copy_bandwidth = real
+        assert seen == [1] and one.name == "CPU (1 threads)" and "1 torch threads" in one.sources["peak_flops"]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_cost_per_million_tokens_by_hand() -> None:
     # H200: 35,000 USD over 3 x 365 x 86,400 s = 3.6995e-4 USD/s; 0.7 kW x 0.15 USD/kWh / 3600 = 2.9167e-5 USD/s
     capital = 35_000 / (3 * 365 * 86_400)

@@ -193,18 +193,25 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
             _run_coroutine(target.aclose())
             raise
         row_ids = [_plain_id(row.get("id", index)) for index, row in enumerate(rows)]
-        hardware = get_hardware(p.hardware)  # measured before the engine runs: the CPU is quiet
+        return _run_coroutine(self._benchmark(pairs, row_ids, target, ctx, questions))
+
+    def hardware(self, info: dict[str, Any]) -> Hardware:
+        """The peaks and prices: a CPU is measured here with the engine's own torch thread count
+        (``info["threads"]``), before any request (the CPU is quiet)."""
+        p = self.params
+        threads = info.get("threads") if str(info.get("device", "cpu")).startswith("cpu") else None
+        hardware = get_hardware(p.hardware, int(threads) if threads else None)
         if p.power_w is not None or p.capital_usd is not None:
             hardware = with_costs(hardware, p.power_w or hardware.power_w, p.capital_usd or hardware.capital_usd,
                                   f"parameter override (power_w={p.power_w}, capital_usd={p.capital_usd})")
-        return _run_coroutine(self._benchmark(pairs, row_ids, target, hardware, ctx, questions))
+        return hardware
 
     async def _benchmark(self, pairs: list[tuple[str, str]], row_ids: list[Any], target: BenchmarkTarget,
-                         hardware: Hardware, ctx: RunContext,
-                         questions: Sequence[ChoiceQuestion] = ()) -> ReportArtifact:
+                         ctx: RunContext, questions: Sequence[ChoiceQuestion] = ()) -> ReportArtifact:
         p = self.params
         try:
             info = await asyncio.to_thread(target.engine_info)
+            hardware = await asyncio.to_thread(self.hardware, info)
             config = MoEConfig.from_dict(info["config"])
             dtype = str(info["dtype"])
             hardware.flops(dtype)  # fail now, not after the run, when the table lacks the model's dtype

@@ -200,18 +200,26 @@ def measure_cpu(
     capital_usd: float = 500.0,
     dtypes: tuple[str, ...] = ("fp32", "bf16"),
     copy_bytes: int = 64 << 20,
+    threads: int | None = None,
 ) -> Hardware:
     """Measure this CPU's copy bandwidth and matmul FLOP/s (< 3 s); power and price are stated assumptions.
 
+    ``threads``: the torch threads the measured engine runs with (a replica with ``num_cpus: 1``
+    runs on one): peaks of more threads than the engine has would understate its utilisation.
     ``power_w`` defaults to 65 W, a common desktop-class CPU TDP; ``capital_usd`` to 500 USD, a
     desktop-class CPU price.  Neither is measurable from Python: pass the host's real figures when
     known (MoE-CAP's own cost model assumes a 350 W, 7,214 USD server CPU).
     """
     import torch
 
-    threads = torch.get_num_threads()
-    bandwidth = measure_copy_bandwidth(copy_bytes)
-    flops = {dtype_key(d): measure_matmul_flops(d) for d in dtypes}
+    before = torch.get_num_threads()
+    threads = threads or before
+    torch.set_num_threads(threads)
+    try:
+        bandwidth = measure_copy_bandwidth(copy_bytes)
+        flops = {dtype_key(d): measure_matmul_flops(d) for d in dtypes}
+    finally:
+        torch.set_num_threads(before)
     where = f"measured on this host at start-up, {threads} torch threads"
     return Hardware(
         name=f"CPU ({threads} threads)",
@@ -229,15 +237,16 @@ def measure_cpu(
     )
 
 
-@lru_cache(maxsize=1)
-def _cpu_once() -> Hardware:
-    return measure_cpu()
+@lru_cache(maxsize=8)
+def _cpu_once(threads: int | None) -> Hardware:
+    return measure_cpu(threads=threads)
 
 
-def get_hardware(name: str) -> Hardware:
-    """``"cpu"`` -> the CPU entry measured once per process; otherwise a table entry or CUDA device name."""
+def get_hardware(name: str, threads: int | None = None) -> Hardware:
+    """``"cpu"`` -> the CPU measured once per process and thread count (``threads``: the engine's;
+    None: this process's); otherwise a table entry or CUDA device name."""
     if name.lower() == "cpu":
-        return _cpu_once()
+        return _cpu_once(threads)
     if name.upper() in HARDWARE:
         return HARDWARE[name.upper()]
     return gpu_entry(name)

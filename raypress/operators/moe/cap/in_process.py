@@ -61,7 +61,8 @@ class InProcessTarget:
         weight = next(engine.model.parameters())
         return {"model": self.model_dir.name, "config": engine.model.config.to_dict(),
                 "dtype": str(weight.dtype).removeprefix("torch."), "device": str(weight.device),
-                "max_batch_size": engine.max_batch_size, "max_len": engine.max_len}
+                "max_batch_size": engine.max_batch_size, "max_len": engine.max_len,
+                "threads": _torch_threads()}
 
     def count_tokens(self, prompts: Sequence[str]) -> list[int]:
         return [len(self.engine.encode(prompt)) for prompt in prompts]
@@ -74,3 +75,10 @@ class InProcessTarget:
 
     async def aclose(self) -> None:
         self.engine.stop()
+
+
+def _torch_threads() -> int:
+    """The engine's torch threads: it runs in this process, so this process's count."""
+    import torch
+
+    return torch.get_num_threads()

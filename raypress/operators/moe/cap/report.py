@@ -105,6 +105,9 @@ def write_report(levels: list[dict[str, Any]], first: LevelRun, pairs: list[tupl
                       title=f"MoE-CAP: {info.get('model')} on {hardware.name}")
     warnings = []
     device = str(info.get("device", ""))
+    if hardware.measured and not info.get("threads"):
+        warnings.append("the target does not say how many threads its engine runs with: the CPU peaks were "
+                        "measured with this process's, which may differ")
     if hardware.measured == device.startswith("cuda"):
         warnings.append(f"utilisation is against {hardware.name} peaks but the engine runs on {device!r}")
     if skipped:
@@ -119,7 +122,7 @@ def write_report(levels: list[dict[str, Any]], first: LevelRun, pairs: list[tupl
         "benchmark": "moe_cap",
         "target": {key: info.get(key) for key in ("model", "device", "dtype", "max_batch_size", "max_len")},
         "model": config_summary(config),
-        "hardware": hardware_block(hardware, p.n_devices, dtype),
+        "hardware": {**hardware_block(hardware, p.n_devices, dtype), "engine_threads": info.get("threads")},
         "cost_constants": {"usd_per_kwh": p.usd_per_kwh, "amortisation_years": p.amortisation_years,
                            "utilisation": p.utilisation, "power_w": hardware.power_w,
                            "capital_usd": hardware.capital_usd,
