@@ -294,3 +294,29 @@ def test_choices_need_the_text_column(model_dir: Path, rows: list[dict[str, Any]
         _stage(choices=4).questions(rows, "cap")
     with pytest.raises(ValueError):
         CapBenchmarkParams(choices=1)
+
+
+def test_other_systems_on_the_same_checkpoint(model_dir: Path, rows: list[dict[str, Any]], tmp_path: Path) -> None:
+    """systems: [kernels_off, hf_generate] run the same prompts at the top concurrency in this process;
+    each is priced with the same MoE-CAP accounting (HF's passes from forward hooks: one prefill per
+    static batch, max_tokens - 1 decodes after it), has the multiple-choice accuracy of the same
+    weights, and the systems radar plots separate measurements."""
+    paragraphs = [p for p in (Path(__file__).resolve().parents[2] / "README.md").read_text().split("\n\n")
+                  if len(p.split()) >= 40][:8]
+    given = [{**rows[i % len(rows)], "id": f"r{i}", "text": text} for i, text in enumerate(paragraphs)]
+    events: list[dict[str, Any]] = []
+    stage = _stage(choices=4, limit=len(rows), systems=["kernels_off", "hf_generate"])
+    report = stage.benchmark(given, InProcessTarget(model_dir, max_batch_size=3), _ctx(tmp_path, events))
+    table = report.metrics["systems"]
+    assert [r["system"] for r in table] == ["raypress (served, c=3)", "raypress, kernels off", "HF transformers generate"]
+    for row in table:
+        assert row["concurrency"] == 3 and row["throughput"] > 0 and row["tpot"] > 0 and row["s_mbu"] > 0
+    accuracies = {r["accuracy"] for r in table}
+    assert max(accuracies) - min(accuracies) <= 1 / 8 + 1e-9  # the same weights (ties may break apart)
+    hf = report.metrics["systems_detail"][1]
+    batches = -(-len(rows) // 3)
+    assert hf["prefill"]["passes"] == batches and hf["decode"]["passes"] == batches * (MAX_TOKENS - 1)
+    assert hf["completion_tokens"] == len(rows) * MAX_TOKENS and hf["info"]["class"] == "MixtralForCausalLM"
+    assert report.metrics["systems_axes"]["plotted"] == ["accuracy", "throughput", "tpot", "s_mbu"]
+    assert Path(report.metrics["systems_radar"]).stat().st_size > 10_000
+    assert [e["system"] for e in events if e["event"] == "cap_system"] == ["kernels_off", "hf_generate"]

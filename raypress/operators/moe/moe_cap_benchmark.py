@@ -43,6 +43,7 @@ from raypress.operators.moe.cap.http_client import HttpTarget
 from raypress.operators.moe.cap.in_process import InProcessTarget
 from raypress.operators.moe.cap.levels import SETTLE_S, run_level
 from raypress.operators.moe.cap.report import event_fields, level_metrics, write_report
+from raypress.operators.moe.cap.systems import NAMES as SYSTEM_NAMES, hf_generate_level, kernels_off_level
 from raypress.operators.moe.cap.target import BenchmarkTarget
 from raypress.operators.moe.cap.params import CapBenchmarkParams
 from raypress.operators.registry import register
@@ -144,6 +145,7 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
                 device = "cuda"
             return InProcessTarget(inputs["model"].path, max_batch_size=max(p.concurrency), device=device)
         metrics = inputs["endpoint"].metrics  # type: ignore[union-attr]
+        self.model_path = metrics.get("model_path")  # the checkpoint the other systems load
         if not metrics.get("url") or not metrics.get("model"):
             raise ValueError(f"moe_cap_benchmark node {node_id!r}: the endpoint Report has no `url`/`model` "
                              f"(keys: {sorted(metrics)})")
@@ -244,5 +246,44 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
                           chance=choice["chance"], questions=choice["questions"])
         finally:
             await target.aclose()
+        others = await self._other_systems(target, pairs, questions, info, config, dtype, hardware, ctx)
         return write_report(levels, runs[0], pairs, rows_given, skipped, info, config, dtype, hardware, p, ctx,
-                            choice)
+                            choice, others)
+
+    async def _other_systems(self, target: BenchmarkTarget, pairs: list[tuple[str, str]],
+                             questions: Sequence[ChoiceQuestion], info: dict[str, Any], config: MoEConfig,
+                             dtype: str, hardware: Hardware, ctx: RunContext) -> list[dict[str, Any]]:
+        """``systems`` on the same checkpoint and prompts at the highest concurrency, in this process with
+        the engine's thread count (after the target is closed: they do not share the CPU with it)."""
+        p = self.params
+        if not p.systems:
+            return []
+        import torch
+
+        model_dir = getattr(target, "model_dir", None) or getattr(self, "model_path", None)
+        if not model_dir:
+            raise ValueError(f"moe_cap_benchmark node {ctx.node_id!r}: systems {p.systems} need the checkpoint's "
+                             "path (the endpoint Report's model_path)")
+        top = max(p.concurrency)
+        prompts = [prompt for prompt, _ in pairs]
+        choice_pairs = pairs_of(questions)
+        before = torch.get_num_threads()
+        torch.set_num_threads(int(info.get("threads") or before))
+        others = []
+        try:
+            for name in p.systems:
+                if name == "kernels_off":
+                    run, lls = await kernels_off_level(model_dir, prompts, top, p.max_tokens, p.temperature,
+                                                       p.timeout_s, choice_pairs)
+                    extra = {"implementation": "raypress Engine, continuous batching, torch expert path (sorted_moe)"}
+                else:
+                    run, lls, extra = await asyncio.to_thread(hf_generate_level, model_dir, prompts, top, p.max_tokens,
+                                                              choice_pairs, int(info["max_len"]))
+                level = level_metrics(run, pairs, config, dtype, hardware, p, ctx.node_id)
+                level.update(system=SYSTEM_NAMES[name], key=name, info=extra,
+                             accuracy_choice=score(questions, lls) if questions else None)
+                ctx.event("cap_system", **{"system": name, **event_fields(level)})
+                others.append(level)
+        finally:
+            torch.set_num_threads(before)
+        return others

@@ -101,11 +101,14 @@ def model_loglikelihoods(model: Any, encode: Callable[[str], list[int]], pairs: 
 
 
 def completion_loglikelihoods(post: Callable[[dict[str, Any]], dict[str, Any]], model: str,
-                              pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+                              pairs: Sequence[tuple[str, str]],
+                              count: Callable[[str], int]) -> list[tuple[float, bool]]:
     """The same from an OpenAI-compatible ``/v1/completions`` (``post`` sends one request body and
     returns the JSON answer): the prompt is context + continuation, echoed with each token's
-    log-probability and top alternative, nothing generated; the continuation's tokens are those whose
-    text starts at or after the context's end (lm-eval's ``local-completions`` reads them the same way)."""
+    log-probability and top alternative, nothing generated.  The continuation's tokens are those after
+    the context's own token count (``count``, the server's tokenizer): lm-eval's ``ctxlen``.  Not the
+    ``text_offset``s: a byte-level BPE splits a multi-byte character over tokens whose texts do not
+    add up to the string's characters."""
     out = []
     for context, continuation in pairs:
         spaces = len(context) - len(context.rstrip())
@@ -114,9 +117,10 @@ def completion_loglikelihoods(post: Callable[[dict[str, Any]], dict[str, Any]], 
         answer = post({"model": model, "prompt": context + continuation, "echo": True, "max_tokens": 0,
                        "logprobs": 1, "temperature": 0})
         lp = answer["choices"][0]["logprobs"]
-        first = next((i for i, offset in enumerate(lp["text_offset"]) if offset >= len(context)), None)
-        if first is None or first == 0:
-            raise ValueError(f"the server's echo has no continuation tokens for {continuation!r}")
+        first = count(context)
+        if not 0 < first < len(lp["tokens"]):
+            raise ValueError(f"the server's echo has no continuation tokens for {continuation!r} "
+                             f"({len(lp['tokens'])} tokens, {first} of them the context's)")
         tokens = lp["tokens"][first:]
         values = lp["token_logprobs"][first:]
         greedy = all(max(top, key=top.get) == token for token, top in zip(tokens, lp["top_logprobs"][first:]))

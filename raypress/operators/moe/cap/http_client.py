@@ -92,7 +92,7 @@ class HttpTarget:
         from raypress.operators.moe.cap.choice_scoring import completion_loglikelihoods
 
         return completion_loglikelihoods(lambda body: self._call("POST", "/v1/completions", json=body),
-                                         self.model, pairs)
+                                         self.model, pairs, lambda text: self.count_tokens([text])[0])
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -13,27 +13,30 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 AXES = ("accuracy", "throughput", "cost")
 _LABELS = {"accuracy": "Accuracy", "throughput": "Performance\n(throughput)", "cost": "Cost\n(inverted: cheaper = out)"}
+LOWER_IS_BETTER = frozenset({"cost", "tpot", "ttft"})
 
 
-def normalise(systems: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """Per-axis scores in [0, 1]: value / best for accuracy and throughput, cheapest / cost for cost.
+def normalise(systems: Mapping[str, Mapping[str, float]], axes: Sequence[str] = AXES) -> dict[str, dict[str, float]]:
+    """Per-axis scores in [0, 1]: value / best where higher is better, best / value where lower is
+    better (cost, TPOT, TTFT).
 
-    A zero cost counts as the cheapest (score 1); an axis whose best value is 0 scores 0 for all.
+    A zero on a lower-is-better axis counts as the best (score 1); an axis whose best value is 0
+    scores 0 for all.
     """
     scores: dict[str, dict[str, float]] = {name: {} for name in systems}
-    for axis in AXES:
+    for axis in axes:
         values = {name: float(metrics[axis]) for name, metrics in systems.items()}
         if any(v < 0 or not math.isfinite(v) for v in values.values()):
             raise ValueError(f"{axis} values must be finite and >= 0: {values}")
-        if axis == "cost":
+        if axis in LOWER_IS_BETTER:
             positive = [v for v in values.values() if v > 0]
-            cheapest = min(positive) if positive else 0.0
+            lowest = min(positive) if positive else 0.0
             for name, v in values.items():
-                scores[name][axis] = 1.0 if v == 0 else cheapest / v
+                scores[name][axis] = 1.0 if v == 0 else lowest / v
         else:
             best = max(values.values())
             for name, v in values.items():
@@ -46,35 +49,41 @@ def cap_radar(
     systems: Mapping[str, Mapping[str, float]],
     title: str = "MoE-CAP",
     cost_unit: str = "USD/Mtok",
+    axes: Sequence[str] = AXES,
+    labels: Mapping[str, str] | None = None,
 ) -> Path:
-    """Draw the C-A-P radar for ``systems`` ({name: {"accuracy", "throughput", "cost"}}) to a PNG at ``path``.
+    """Draw the C-A-P radar for ``systems`` ({name: {axis: value}}) to a PNG at ``path``.
 
-    Accuracy is a fraction (e.g. exact match), throughput tokens/s, cost in ``cost_unit``; the
-    raw values appear in the legend.
+    Default axes: accuracy (a fraction), throughput (tokens/s), cost (``cost_unit``); ``axes`` and
+    ``labels`` choose others (lower-is-better ones: ``LOWER_IS_BETTER``). Raw values are in the legend.
     """
     if not systems:
         raise ValueError("cap_radar needs at least one system")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    scores = normalise(systems)
-    angles = [2 * math.pi * i / len(AXES) for i in range(len(AXES))]
+    names = {**_LABELS, **(labels or {})}
+    scores = normalise(systems, axes)
+    angles = [2 * math.pi * i / len(axes) for i in range(len(axes))]
     figure = Figure(figsize=(6.0, 6.0), dpi=100)
     FigureCanvasAgg(figure)
     ax = figure.add_subplot(projection="polar")
     ax.set_theta_offset(math.pi / 2)
     ax.set_theta_direction(-1)
     ax.set_xticks(angles)
-    ax.set_xticklabels([_LABELS[a] for a in AXES])
+    ax.set_xticklabels([names.get(a, a) for a in axes])
     ax.set_ylim(0.0, 1.05)
     ax.set_yticks([0.25, 0.5, 0.75, 1.0])
     ax.set_yticklabels(["0.25", "0.5", "0.75", "1"], fontsize=7)
     for name, metrics in systems.items():
-        values = [scores[name][a] for a in AXES]
-        label = (
-            f"{name}: acc {float(metrics['accuracy']):.3g}, "
-            f"{float(metrics['throughput']):.3g} tok/s, {float(metrics['cost']):.3g} {cost_unit}"
-        )
+        values = [scores[name][a] for a in axes]
+        if tuple(axes) == AXES:
+            label = (
+                f"{name}: acc {float(metrics['accuracy']):.3g}, "
+                f"{float(metrics['throughput']):.3g} tok/s, {float(metrics['cost']):.3g} {cost_unit}"
+            )
+        else:
+            label = f"{name}: " + ", ".join(f"{a} {float(metrics[a]):.3g}" for a in axes)
         ax.plot(angles + angles[:1], values + values[:1], marker="o", linewidth=1.5, label=label)
         ax.fill(angles + angles[:1], values + values[:1], alpha=0.15)
     ax.set_title(title, pad=20)
