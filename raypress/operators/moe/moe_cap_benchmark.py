@@ -105,7 +105,8 @@ def _run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @register("moe_cap_benchmark", requires={"torch": "moe", "safetensors": "moe", "tokenizers": "moe",
-                                         "matplotlib": "moe"})
+                                         "matplotlib": "moe"},
+          requires_when={"systems": {"transformers": "dev"}})  # hf_generate loads the checkpoint with it
 class MoECapBenchmark(Stage[CapBenchmarkParams]):
     """MoE-CAP benchmark of a served endpoint or a Model: accuracy, TTFT/TPOT/throughput, S-MBU/S-MFU, cost -> Report.
 
