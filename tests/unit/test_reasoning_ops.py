@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from moe_fixtures import save_tiny_model_dir
-from raypress.operators.reasoning.judges import CollectiveJudge, ExactStepJudge, ModelJudge, parse_grades
+from raypress.operators.reasoning.judges import CollectiveJudge, ExactStepJudge, ModelJudge, parse_verdicts
 from raypress.operators.reasoning.policies import ActorPolicy, OpenAIPolicy
 from raypress.operators.reasoning.bootstrap import bootstrap_interval
 from raypress.operators.reasoning.collective_sft import sft_texts
@@ -48,16 +48,17 @@ def test_exact_judge_scores_steps_with_the_family_checker():
     assert scores[0] == -1.0
 
 
-def test_model_judge_parses_grades_and_costs_one_call():
-    assert parse_grades("+1\nsomething -1\nnothing\n0", 4) == [1.0, -1.0, 0.0, 0.0]
-    assert parse_grades("garbage", 2) == [0.0, 0.0]
+def test_model_judge_parses_verdicts_and_costs_one_call():
+    assert parse_verdicts("Step 2 is correct\nStep 3 is wrong\nStep 3 is correct", 1, 3) == [1.0, -1.0, 0.0]
+    assert parse_verdicts("garbage", 0, 2) == [0.0, 0.0]
     family = get_family("chain_arithmetic")
     task = make_tasks("chain_arithmetic", 1, seed=3)[0]
-    grader = FixedPolicy("g", "+1\n-1\n")
-    scores, calls = run(ModelJudge(grader, family).score_steps(task, ["a"], ["b", "c"]))
+    judge_policy = FixedPolicy("g", "Step 2 is correct\nStep 3 is wrong\n")
+    scores, calls = run(ModelJudge(judge_policy, family).score_steps(task, ["a"], ["b", "c"]))
     assert scores == [1.0, -1.0] and calls == 1
-    assert "Step 1: b\nStep 2: c\nGrade each step" in grader.prompts[0]
-    collective = CollectiveJudge([ExactStepJudge(family), ModelJudge(FixedPolicy("g", "-1\n"), family)])
+    # the path, the header, the accepted earlier step's verdict: the policy continues at "Step 2"
+    assert judge_policy.prompts[0] == family.prompt(task, ["a", "b", "c"]) + "Check:\nStep 1 is correct\n"
+    collective = CollectiveJudge([ExactStepJudge(family), ModelJudge(FixedPolicy("g", "Step 1 is wrong\n"), family)])
     steps, _ = family.worked_solution(task)
     scores, calls = run(collective.score_steps(task, [], steps[:1]))
     assert scores == [0.0] and calls == 1  # (+1 + -1) / 2
@@ -171,7 +172,7 @@ def test_bootstrap_interval_and_summary_table():
     assert line["sound_success_by_family"] == {"x": 0.5, "y": 0.0}
     assert 0.0 <= line["sound_ci95"][0] <= 1 / 3 <= line["sound_ci95"][1] <= 1.0
     table = markdown_table([line])
-    assert "| r | comcts | a | 3 | 66.7% (" in table and "| 33.3% (" in table and "| 50.0% |" in table
+    assert "| r | comcts | a |  | 3 | 66.7% (" in table and "| 33.3% (" in table and "| 50.0% |" in table
 
 
 def test_reasoning_families_round_trip_through_the_policy_prompt():

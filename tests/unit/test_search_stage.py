@@ -20,9 +20,9 @@ RUNS = [
     {"name": "direct-good", "method": "direct", "policies": ["good"]},
     {"name": "direct-sloppy", "method": "direct", "policies": ["sloppy"]},
     {"name": "independent", "method": "independent", "policies": ["good", "sloppy", "broken"]},
-    {"name": "mcts-best", "method": "comcts", "policies": ["@best"]},
-    {"name": "copies", "method": "comcts", "policies": ["@best", "@best"]},
-    {"name": "comcts", "method": "comcts", "policies": ["sloppy", "broken", "good"]},
+    {"name": "mcts-best", "method": "comcts", "policies": ["@best"], "judges": ["exact"]},
+    {"name": "copies", "method": "comcts", "policies": ["@best", "@best"], "judges": ["exact"]},
+    {"name": "comcts", "method": "comcts", "policies": ["sloppy", "broken", "good"], "judges": ["exact"]},
 ]
 
 

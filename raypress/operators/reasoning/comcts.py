@@ -6,9 +6,10 @@ adds paths, backpropagation, selection) are in ``search_tree``; what a search re
 ``search_result``.
 
 Budget: one unit per model call, i.e. every policy call (a failed one too) plus the model calls a
-judge reports (an exact checker reports 0). A policy is called only while budget remains; the
-judges of a candidate that was already generated are always run, so the total can exceed the budget
-by the judge calls of the last candidate. The calls actually spent are reported exactly.
+judge reports (an exact checker reports 0, a policy judging a candidate 1). A policy is called only
+when its candidate and that candidate's judging both fit in what is left, so the total never
+exceeds the budget (with judges reporting what their ``calls_per_path`` promised). The calls
+actually spent are reported exactly.
 
 Pure Python + asyncio: policies and judges are whatever answers the protocols in ``types.py``.
 """
@@ -83,6 +84,40 @@ class _Ledger:
 
     def fail(self, policy: str) -> None:
         self.failures[policy] = self.failures.get(policy, 0) + 1
+
+
+@dataclass
+class JudgeAudit:
+    """Per-step agreement of model judges with the exact checker, counted on every judged candidate
+    step (the checker only labels afterwards; it never steers the search). "Positive" is "wrong":
+    ``counts[judge] = {tp, fp, fn, tn}`` for each judge and for the collective score."""
+
+    threshold: float = 0.0
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, name: str, says_wrong: bool, is_wrong: bool) -> None:
+        c = self.counts.setdefault(name, {"tp": 0, "fp": 0, "fn": 0, "tn": 0})
+        c[("t" if says_wrong == is_wrong else "f") + ("p" if says_wrong else "n")] += 1
+
+    def record(self, task: Task, family: TaskFamily, prefix: Sequence[str], steps: Sequence[str],
+               judges: Sequence[Judge], per_judge: Sequence[Sequence[float]]) -> None:
+        from raypress.operators.reasoning.judges import exact_labels
+
+        labels = exact_labels(family, task, list(prefix) + list(steps))[len(prefix):]
+        collective = collective_scores(per_judge)
+        for i, correct in enumerate(labels):
+            for judge, scores in zip(judges, per_judge):
+                self.add(judge.name, scores[i] < self.threshold, not correct)
+            self.add("collective", collective[i] < self.threshold, not correct)
+
+
+def precision_recall(c: dict[str, int]) -> dict[str, float | int | None]:
+    """Precision and recall of "wrong" from ``{tp, fp, fn, tn}`` (None where undefined)."""
+    said, wrong = c["tp"] + c["fp"], c["tp"] + c["fn"]
+    total = sum(c.values())
+    return {**c, "steps": total, "precision_wrong": c["tp"] / said if said else None,
+            "recall_wrong": c["tp"] / wrong if wrong else None,
+            "agreement": (c["tp"] + c["tn"]) / total if total else None}
 
 
 def call_seed(params: SearchParams, task: Task, call_index: int) -> int | None:
@@ -181,13 +216,12 @@ def _result(task: Task, family: TaskFamily, method: str, ledger: _Ledger, rounds
 
 def _affordable(ledger: _Ledger, judges: Sequence[Judge]) -> int:
     """How many policies a round may call: each candidate costs one call plus what the model judges
-    spend on it (``calls_per_path``); at least one while any budget is left (its judging may then
-    overshoot the budget by the judges' calls, which ``calls`` reports)."""
+    spend on it (``calls_per_path``); only whole candidates fit, so with model judges the total never
+    exceeds the budget (equal budgets are then equal for the search, best-of-n and sampling)."""
     left = ledger.budget - ledger.spent
     if left <= 0:
         return 0
-    per_candidate = 1 + sum(int(getattr(j, "calls_per_path", 0)) for j in judges)
-    return max(1, left // per_candidate)
+    return left // (1 + sum(int(getattr(j, "calls_per_path", 0)) for j in judges))
 
 
 async def _nothing() -> list[list[float]]:
@@ -201,6 +235,7 @@ async def comcts(
     judges: Sequence[Judge],
     params: SearchParams | None = None,
     method: str = "comcts",
+    audit: JudgeAudit | None = None,
 ) -> SearchResult:
     """Collective MCTS on one question (the paper's four operations, repeated until solved, out of
     budget or out of rounds).
@@ -222,7 +257,7 @@ async def comcts(
     selected = ROOT_ID
     rounds = 0
     best: BestPath | None = None
-    while rounds < params.max_rounds and ledger.left and best is None:
+    while rounds < params.max_rounds and _affordable(ledger, judges) and best is None:
         rounds += 1
         prefix = tree.steps_to(selected)
         prompt = family.prompt(task, prefix)
@@ -241,6 +276,8 @@ async def comcts(
             if generated is None:
                 continue
             steps, answer = generated
+            if audit is not None and steps:
+                audit.record(task, family, prefix, steps, judges, per_judge)
             scores = collective_scores(per_judge) if steps else []
             cut = first_below(scores, params.threshold)  # error positioning
             solves = cut is None and answer is not None and family.score(task, answer)
@@ -253,9 +290,8 @@ async def comcts(
                 new_paths.append(path)
             if cut is not None:  # the negative step itself, for reflection (outside search and backprop)
                 anchor = path[-1].id if path else selected
-                negative = tree.add_path(anchor, [steps[cut]], [scores[cut]], policy.name,
-                                         [list(col) for col in zip(*per_judge)][cut:cut + 1], rounds)[0]
-                negative.pruned = True
+                tree.add_path(anchor, [steps[cut]], [scores[cut]], policy.name,
+                              [list(col) for col in zip(*per_judge)][cut:cut + 1], rounds, pruned=True)
             if solves and best is None:
                 assert answer is not None
                 leaf = path[-1] if path else tree[selected]
@@ -332,3 +368,57 @@ async def independent_sampling(
                 best = BestPath(steps, [policy.name] * len(steps), answer)
                 break
     return _result(task, family, method, ledger, rounds, best, None)
+
+
+async def best_of_n(
+    task: Task,
+    family: TaskFamily,
+    policies: Sequence[Policy],
+    judges: Sequence[Judge],
+    params: SearchParams | None = None,
+    method: str = "best_of_n",
+    audit: JudgeAudit | None = None,
+) -> SearchResult:
+    """Baseline: independent full solutions (round-robin over the policies, as ``independent_sampling``)
+    each judged by the same judges as the search, until the budget (policy + judge calls) is spent;
+    the answer is the candidate the judges rank first: no step below the threshold first, then the
+    highest mean collective step score, then the earliest. Nothing here sees the ground truth: the
+    question is solved when that pick is right (like ``direct``, the pick is kept even when wrong)."""
+    params = params or SearchParams()
+    if not policies:
+        raise ValueError("best_of_n needs at least one policy")
+    if not judges:
+        raise ValueError("best_of_n needs at least one judge")
+    ledger = _Ledger(params.budget)
+    prompt = family.prompt(task, [])
+    rounds = 0
+    ranked: list[tuple[tuple[bool, float, int], list[str], str, str]] = []
+    while rounds < params.max_rounds and _affordable(ledger, judges):
+        rounds += 1
+        callers = list(policies)[: _affordable(ledger, judges)]
+        first_call = ledger.policy_calls
+        outputs = await asyncio.gather(*(
+            _generate(ledger, task, family, policy, prompt, params.temperature, params, first_call + i)
+            for i, policy in enumerate(callers)))
+        judged = await asyncio.gather(*(
+            _judge(ledger, task, judges, [], out[0]) if out is not None else _nothing() for out in outputs))
+        for policy, generated, per_judge in zip(callers, outputs, judged):
+            if generated is None:
+                continue
+            steps, answer = generated
+            assert answer is not None
+            if audit is not None and steps:
+                audit.record(task, family, [], steps, judges, per_judge)
+            scores = collective_scores(per_judge) if steps else []
+            passes = first_below(scores, params.threshold) is None
+            mean = sum(scores) / len(scores) if scores else 0.0
+            ranked.append(((passes, mean, -len(ranked)), steps, answer, policy.name))
+    pick = max(ranked, key=lambda r: r[0]) if ranked else None
+    solved = pick is not None and family.score(task, pick[2])
+    return SearchResult(
+        task_id=task.id, method=method, solved=solved, final_answer=pick[2] if pick else None, rounds=rounds,
+        policy_calls=ledger.policy_calls, judge_calls=ledger.judge_calls, tokens=ledger.tokens,
+        failures=dict(ledger.failures),
+        best_path=BestPath(pick[1], [pick[3]] * len(pick[1]), pick[2]) if pick else None,
+        path_has_wrong_step=wrong_step_on_path(task, family, pick[1]) if solved and pick else None,
+    )

@@ -9,6 +9,12 @@ inside) and/or OpenAI-compatible endpoints (``endpoints`` param, e.g. raypress's
 Questions are searched concurrently (``concurrency`` in flight) on the driver's event loop: the
 search itself is cheap bookkeeping; the model calls it awaits are batched in the actors.
 
+Judges: by default a run's own policies judge every candidate collectively (Mulberry: R is the mean
+of their verdicts; each judging is one model call of the budget); "exact" (the family checker,
+free) is the oracle-judge ablation. Runs with model judges also count, per step, how the judges
+agree with the exact checker (``judge_audit``: it labels afterwards and never steers the search).
+``@best`` is chosen by direct accuracy on the ``dev`` questions, never on the questions reported.
+
 Output rows (one per run × question): the run, the method and policies, the question and answer,
 solved / rounds / calls / tokens / failures, the whole tree, the best path, whether the solved
 path holds a step the exact checker calls wrong, the reflective path, and SFT records.
@@ -38,7 +44,8 @@ from raypress.operators.reasoning.types import Judge, Policy, Task
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType
 
-BEST = "@best"  # in a run's policy list: the policy with the highest accuracy in the `direct` runs before it
+BEST = "@best"  # in a run's policy list: the policy with the best direct accuracy on the `dev` questions
+COLLECTIVE = "collective"
 
 
 class RunSpec(BaseModel):
@@ -47,10 +54,12 @@ class RunSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    method: Literal["comcts", "direct", "independent"]
+    method: Literal["comcts", "direct", "independent", "best_of_n"]
     policies: list[str] = Field(min_length=1)
-    judges: list[str] = Field(default_factory=lambda: ["exact"],
-                              description='"exact" (the family checker) and/or "policy:<name>" (a model grading)')
+    judges: list[str] = Field(default_factory=lambda: [COLLECTIVE],
+                              description='"collective" (every distinct policy of the run judges: Mulberry), '
+                                          '"policy:<name>" (one model judging) and/or "exact" (the family\'s '
+                                          'exact checker: the oracle-judge ablation, free)')
 
 
 class EndpointSpec(BaseModel):
@@ -81,8 +90,11 @@ class SearchStageParams(Params):
 class ComctsSearch(Stage[SearchStageParams]):
     """Collective MCTS and its baselines (direct, independent sampling, single-model, copies) over every question -> result rows."""
 
-    inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "policies": ArtifactType.MODEL}
-    optional_inputs: ClassVar[frozenset[str]] = frozenset({"policies"})
+    inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "policies": ArtifactType.MODEL,
+                                                 "dev": ArtifactType.DATASET}
+    # `dev`: questions on which `@best` is chosen (never the questions the table is computed on);
+    # without it `@best` falls back to the `direct` runs on the searched questions (flagged in the event)
+    optional_inputs: ClassVar[frozenset[str]] = frozenset({"policies", "dev"})
     output: ClassVar[ArtifactType] = ArtifactType.DATASET
     resources: ClassVar[Resources] = Resources(num_cpus=0)
 
@@ -94,6 +106,7 @@ class ComctsSearch(Stage[SearchStageParams]):
         p = self.params
         rows = inputs["data"].ds.take_all() if p.limit is None else inputs["data"].ds.take(p.limit)  # type: ignore[union-attr]
         tasks = [task_from_row(r) for r in rows]
+        dev = [task_from_row(r) for r in inputs["dev"].ds.take_all()] if "dev" in inputs else None  # type: ignore[union-attr]
         local = policy_dirs(inputs["policies"]) if isinstance(inputs.get("policies"), ModelArtifact) else {}  # type: ignore[arg-type]
         self._check_names(local, ctx.node_id)
         actors = start_local_policies(local, p.actor_cpus, p.max_batch_size, p.timeout_s) if local else {}
@@ -102,7 +115,7 @@ class ComctsSearch(Stage[SearchStageParams]):
             key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
             policies[endpoint.name] = OpenAIPolicy(endpoint.name, endpoint.base_url, endpoint.model, key, p.timeout_s)
         try:
-            results = asyncio.run(self._all_runs(tasks, policies, ctx))
+            results = asyncio.run(self._all_runs(tasks, policies, ctx, dev))
         finally:
             stop_local_policies(actors)
         out_dir = Path(ctx.path("nodes", ctx.node_id, "results"))
@@ -122,17 +135,28 @@ class ComctsSearch(Stage[SearchStageParams]):
             if unknown:
                 raise ValueError(f"node {node_id!r}, run {run.name!r}: unknown policies {unknown}; "
                                  f"known: {sorted(known)}")
-            bad = [j for j in run.judges if j != "exact" and not j.startswith("policy:")]
+            bad = [j for j in run.judges if j not in ("exact", COLLECTIVE) and not j.startswith("policy:")]
             if bad:
-                raise ValueError(f"node {node_id!r}, run {run.name!r}: judges must be 'exact' or 'policy:<name>', got {bad}")
+                raise ValueError(f"node {node_id!r}, run {run.name!r}: judges must be 'collective', 'exact' or "
+                                 f"'policy:<name>', got {bad}")
 
-    async def _all_runs(self, tasks: list[Task], policies: dict[str, Policy], ctx: RunContext) -> list[dict[str, Any]]:
+    async def _all_runs(self, tasks: list[Task], policies: dict[str, Policy], ctx: RunContext,
+                        dev: list[Task] | None = None) -> list[dict[str, Any]]:
         p = self.params
         rows: list[dict[str, Any]] = []
         direct_accuracy: dict[str, float] = {}
+        dev_accuracy: dict[str, float] | None = None
         try:
+            if dev is not None and any(BEST in run.policies for run in p.runs):
+                dev_accuracy = await self._dev_accuracy(dev, policies)
+                ctx.event("best_on_dev", questions=len(dev), accuracy=dev_accuracy,
+                          best=self._resolve(BEST, dev_accuracy, "dev"))
             for run in p.runs:
-                names = [self._resolve(n, direct_accuracy, run.name) for n in run.policies]
+                chooser = dev_accuracy if dev_accuracy is not None else direct_accuracy
+                names = [self._resolve(n, chooser, run.name) for n in run.policies]
+                if BEST in run.policies and dev_accuracy is None:
+                    ctx.event("best_not_on_dev", run=run.name, note="@best chosen on the searched questions' "
+                              "direct runs: give a `dev` input to choose it apart from them")
                 started = time.perf_counter()
                 run_rows = await self._one_run(run, names, tasks, policies)
                 solved = sum(r["solved"] for r in run_rows)
@@ -148,6 +172,24 @@ class ComctsSearch(Stage[SearchStageParams]):
                 if close is not None:
                     await close()
         return rows
+
+    async def _dev_accuracy(self, dev: list[Task], policies: dict[str, Policy]) -> dict[str, float]:
+        """Greedy direct accuracy of every policy on the dev questions (what `@best` is chosen by)."""
+        from raypress.operators.reasoning import comcts as core
+        from raypress.operators.reasoning.tasks import get_family
+
+        gate = asyncio.Semaphore(self.params.concurrency)
+        params = core.SearchParams(**self.params.search)
+
+        async def one(policy: Policy, task: Task) -> bool:
+            async with gate:
+                return (await core.direct(task, get_family(task.family), policy, params)).solved
+
+        accuracy = {}
+        for name, policy in policies.items():
+            outcomes = await asyncio.gather(*(one(policy, t) for t in dev))
+            accuracy[name] = sum(outcomes) / max(len(outcomes), 1)
+        return accuracy
 
     @staticmethod
     def _resolve(name: str, direct_accuracy: dict[str, float], run: str) -> str:
@@ -172,22 +214,27 @@ class ComctsSearch(Stage[SearchStageParams]):
 
         async def one(index: int, task: Task) -> dict[str, Any]:
             family = get_family(task.family)
-            judges = _judges(run.judges, family, policies)
+            judges = _judges(run.judges, family, policies, names)
             params = core.SearchParams(**{**p.search, "seed": seed * 1_000_003 + index})
+            audit = core.JudgeAudit(params.threshold) if any(j != "exact" for j in run.judges) else None
             async with gate:
                 if run.method == "direct":
                     result = await core.direct(task, family, members[0], params)
                 elif run.method == "independent":
                     result = await core.independent_sampling(task, family, members, params)
+                elif run.method == "best_of_n":
+                    result = await core.best_of_n(task, family, members, judges, params, run.name, audit)
                 else:
-                    result = await core.comcts(task, family, members, judges, params, method=run.name)
+                    result = await core.comcts(task, family, members, judges, params, method=run.name, audit=audit)
             reflective = None
             if result.solved and result.tree is not None and result.best_path is not None:
                 reflective = reflective_path(result.tree, result.best_path.node_ids, p.reflection_phrase,
-                                             random.Random(params.seed), params.c)
+                                             random.Random(params.seed), params.c, threshold=params.threshold)
             row = result.to_row()
             row.update(run=run.name, method=run.method, policies=json.dumps(names), family=task.family,
-                       question=task.question, answer=task.answer,
+                       question=task.question, answer=task.answer, judges=json.dumps(run.judges),
+                       judge_audit=json.dumps(audit.counts if audit is not None and run.method in ("comcts", "best_of_n")
+                                              else {}),
                        reflective_path=json.dumps(dataclasses.asdict(reflective)) if reflective else None,
                        sft=json.dumps(sft_records(task, family, result, reflective)))
             return row
@@ -206,11 +253,15 @@ class _Renamed:
         return await self.policy.complete(prompt, max_tokens, temperature, seed)
 
 
-def _judges(specs: Sequence[str], family: Any, policies: dict[str, Policy]) -> list[Judge]:
+def _judges(specs: Sequence[str], family: Any, policies: dict[str, Policy], run_policies: Sequence[str] = ()) -> list[Judge]:
+    """The run's judges; "collective" is one model judge per distinct policy of the run (copies of one
+    greedy model would write the same verdicts, so they judge once)."""
     judges: list[Judge] = []
     for spec in specs:
         if spec == "exact":
             judges.append(ExactStepJudge(family))
+        elif spec == COLLECTIVE:
+            judges += [ModelJudge(policies[n], family) for n in dict.fromkeys(run_policies)]
         else:
             judges.append(ModelJudge(policies[spec.split(":", 1)[1]], family))
     return judges

@@ -82,7 +82,9 @@ class EvaluateReasoning(Stage[EvaluateReasoningParams]):
         finally:
             stop_local_policies(policies)
         report = ReportArtifact(str(ctx.path("reports", ctx.node_id, "report.json")),
-                                {"model": model.path, "policies": results})
+                                {"model": model.path, "policies": results,
+                                 # the fine-tuning behind this Model (mode, steps actually trained), if any
+                                 "sft": (model.config or ModelArtifact.load(model.path).config).get("sft")})
         report.save()
         return report
 
@@ -102,6 +104,8 @@ class EvaluateReasoning(Stage[EvaluateReasoningParams]):
                 "by_family": {f: float(np.mean(v)) for f, v in sorted(by_family.items())},
                 "failed_calls": sum(a["error"] is not None for a in answers),
                 "samples": answers[: p.samples],
+                # per question, so two evaluations of the same questions can be compared paired
+                "outcomes": {a["task"]: int(a["correct"]) for a in answers},
             }
             ctx.event("evaluated", policy=name, accuracy=results[name]["accuracy"], questions=len(answers))
         return results

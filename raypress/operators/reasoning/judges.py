@@ -1,8 +1,10 @@
 """Judges: score reasoning steps in {-1, 0, +1} (``types.Judge``).
 
 - ``ExactStepJudge``: the task family's exact checker (free: no model call); 0 where it cannot tell.
-- ``ModelJudge``: a policy model prompted to grade a candidate path, one call per path (Mulberry's
-  collective judging: each policy scores the others' steps); unparsable grades count as 0.
+- ``ModelJudge``: a policy model prompted to judge a candidate path, one call per path (Mulberry's
+  collective judging: each policy scores every candidate's steps); the policies learn the verdict
+  format in training (``train_policies``' judging examples, labelled by the exact checker, which
+  is never consulted at search time); unreadable verdicts count as 0.
 - ``CollectiveJudge``: the mean of several judges (paper Eq. 2-3), their calls summed.
 """
 
@@ -13,7 +15,6 @@ from collections.abc import Sequence
 
 from raypress.operators.reasoning.types import Judge, Policy, Task, TaskFamily
 
-GRADE = re.compile(r"[-+]?[01]")
 
 
 class ExactStepJudge:
@@ -34,40 +35,64 @@ class ExactStepJudge:
         return scores, 0
 
 
-def grading_prompt(family: TaskFamily, task: Task, previous: list[str], steps: list[str]) -> str:
-    """Ask for one grade per new step, on its own line, in order."""
-    numbered = "\n".join(f"Step {i + 1}: {s}" for i, s in enumerate(steps))
-    return (f"{family.prompt(task, previous)}{numbered}\n"
-            f"Grade each step above: +1 if it is correct, 0 if unsure, -1 if it is wrong. One grade per line.\n")
+CHECK_HEADER = "Check:"
+VERDICT = re.compile(r"Step\s+(\d+)\s+is\s+(correct|wrong)")
 
 
-def parse_grades(text: str, n: int) -> list[float]:
-    """The first ``n`` grades found, one per line; missing or unreadable ones are 0."""
-    grades = []
-    for line in text.splitlines():
-        match = GRADE.search(line)
-        if match:
-            grades.append(float(int(match.group())))
-        if len(grades) == n:
-            break
-    return grades + [0.0] * (n - len(grades))
+def verdict_lines(labels: Sequence[bool]) -> str:
+    """The judging format a policy learns: ``Step k is correct`` / ``Step k is wrong``, one per line."""
+    return "".join(f"Step {i + 1} is {'correct' if ok else 'wrong'}\n" for i, ok in enumerate(labels))
+
+
+def judging_prompt(family: TaskFamily, task: Task, previous: list[str], steps: list[str]) -> str:
+    """The path (question, earlier steps, new steps), the check header, and the earlier steps'
+    verdicts already written as correct (they were accepted by the search): the policy continues
+    with its verdict on each new step, so "Step k is" is followed by the token it finds likelier."""
+    return (f"{family.prompt(task, list(previous) + list(steps))}{CHECK_HEADER}\n"
+            f"{verdict_lines([True] * len(previous))}")
+
+
+def parse_verdicts(text: str, first: int, n: int) -> list[float]:
+    """Scores of steps ``first + 1 .. first + n`` (1-based numbers in the text): +1 correct, -1 wrong,
+    0 when the policy wrote no readable verdict for that step."""
+    found: dict[int, float] = {}
+    for match in VERDICT.finditer(text):
+        found.setdefault(int(match.group(1)), 1.0 if match.group(2) == "correct" else -1.0)
+    return [found.get(first + i + 1, 0.0) for i in range(n)]
+
+
+def exact_labels(family: TaskFamily, task: Task, steps: Sequence[str]) -> list[bool]:
+    """Training/audit labels from the exact checker: a step is correct while no step up to it is
+    marked wrong (after the first wrong step the path is wrong; "cannot tell" counts as correct)."""
+    labels, ok = [], True
+    for i, step in enumerate(steps):
+        if ok and family.check_step(task, list(steps[:i]), step) == -1:
+            ok = False
+        labels.append(ok)
+    return labels
 
 
 class ModelJudge:
-    """A policy model grading steps (greedy); a failed call grades every step 0 and still costs a call."""
+    """A policy model judging steps (greedy, one call per candidate path): its verdict token after
+    "Step k is" (the likelier of "correct" / "wrong") scores step k +1 / -1; unreadable is 0. A
+    failed call scores every step 0 and still costs a call."""
 
-    def __init__(self, policy: Policy, family: TaskFamily, max_tokens: int = 32) -> None:
+    def __init__(self, policy: Policy, family: TaskFamily, tokens_per_step: int = 12) -> None:
+        # a verdict line is ~11 tokens with the policies' small BPE ("Step 1 is c-o-r-r-e-c-t")
         self.policy = policy
         self.family = family
-        self.max_tokens = max_tokens
+        self.tokens_per_step = tokens_per_step
         self.name = f"model:{policy.name}"
         self.calls_per_path = 1
 
     async def score_steps(self, task: Task, previous: list[str], steps: list[str]) -> tuple[list[float], int]:
         if not steps:
             return [], 0
-        out = await self.policy.complete(grading_prompt(self.family, task, previous, steps), self.max_tokens, 0.0)
-        return (parse_grades(out.text, len(steps)) if out.error is None else [0.0] * len(steps)), 1
+        prompt = judging_prompt(self.family, task, previous, steps)
+        out = await self.policy.complete(prompt, self.tokens_per_step * len(steps), 0.0)
+        if out.error is not None:
+            return [0.0] * len(steps), 1
+        return parse_verdicts(out.text, len(previous), len(steps)), 1
 
 
 class CollectiveJudge:

@@ -1,9 +1,12 @@
 """Reflective reasoning paths and SFT records from a solved search (Mulberry's reflection data).
 
 Why splice from the tree: the search already produced, next to each step of the correct path, the
-alternatives it weighed; the lowest-UCB sibling is the step the search trusted least, so
-"that step, a reflection phrase, the correct step" teaches a policy to notice and undo a bad step
-without generating anything new.
+alternatives it weighed; among the siblings judged *negative* (value below the threshold, or cut
+there by the judges) the lowest-UCB one is the step the search trusted least, so "that step, a
+reflection phrase, the correct step" teaches a policy to notice and undo a bad step without
+generating anything new. A sibling that is not negative is never used (Mulberry's code requires a
+negative value): a correct alternative followed by "the previous step is wrong" would teach the
+policy to distrust right steps. No negative sibling anywhere on the path: no reflective path.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, Sequence
 
 from raypress.operators.reasoning.families.step_text import solution_text
 from raypress.operators.reasoning.search_result import SearchResult
-from raypress.operators.reasoning.search_tree import ROOT_ID, Tree
+from raypress.operators.reasoning.search_tree import ROOT_ID, Node, Tree
 from raypress.operators.reasoning.types import Task, TaskFamily
 
 DEFAULT_PHRASE = "The previous step is wrong, let's rethink it."
@@ -43,26 +46,36 @@ def reflective_path(
     rng: random.Random | None = None,
     c: float = 0.5,
     answer: str | None = None,
+    threshold: float = 0.0,
 ) -> ReflectivePath | None:
-    """Splice (steps before, the lowest-UCB sibling, ``phrase``, the correct step, the rest, the
-    answer) at a step of the solved path chosen by ``rng`` among those with at least one sibling.
+    """Splice (steps before, the lowest-UCB negative sibling, ``phrase``, the correct step, the
+    rest, the answer) at a step of the solved path chosen by ``rng`` among those with at least one
+    negative sibling (``negative_siblings``).
 
     ``answer`` defaults to the one the search recorded on the path's last node. None when no step
-    of the path has a sibling."""
+    of the path has a negative sibling."""
     ids = [i for i in solved_path_node_ids if i != ROOT_ID]
     if answer is None and ids:
         answer = tree[ids[-1]].answer
     if answer is None:
         raise ValueError("no final answer: pass answer= or a path whose last node holds one")
-    with_siblings = [k for k, node_id in enumerate(ids) if tree.siblings(node_id)]
-    if not with_siblings:
+    with_negatives = [k for k, node_id in enumerate(ids) if negative_siblings(tree, node_id, threshold)]
+    if not with_negatives:
         return None
-    k = (rng or random.Random(0)).choice(with_siblings)
+    k = (rng or random.Random(0)).choice(with_negatives)
     correct = ids[k]
-    negative = min(tree.siblings(correct), key=lambda n: (tree.ucb(n.id, c), n.id))
+    negative = min(negative_siblings(tree, correct, threshold), key=lambda n: (tree.ucb(n.id, c), n.id))
     texts = [tree[i].text for i in ids]
     steps = texts[:k] + [negative.text, phrase] + texts[k:]
     return ReflectivePath(steps, answer, k, negative.id, correct)
+
+
+def negative_siblings(tree: Tree, node_id: int, threshold: float = 0.0) -> list[Node]:
+    """The siblings of ``node_id`` the search judged wrong: cut there (``pruned``) or valued below
+    ``threshold``; never one with the same text (the tree merges those, this guards trees built
+    otherwise)."""
+    text = tree[node_id].text
+    return [n for n in tree.siblings(node_id) if (n.pruned or n.value < threshold) and n.text != text]
 
 
 def sft_records(

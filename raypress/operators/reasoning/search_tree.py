@@ -64,15 +64,26 @@ class Tree:
         policy: str,
         judge_scores: Sequence[Sequence[float]] | None = None,
         round: int = 0,
+        pruned: bool = False,
     ) -> list[Node]:
-        """Append a chain of new steps under ``parent_id``; each new node starts with V = R, N = 1.
+        """Append a chain of steps under ``parent_id``; each new node starts with V = R, N = 1.
 
+        A step whose text equals a child of its parent with the same ``pruned`` flag is merged
+        into that child (the existing node is returned in its place, keeping its R): two policies
+        writing the same step make one node, so a step is never its own sibling (reflection would
+        otherwise splice "4 + 3 = 7 / wrong / 4 + 3 = 7").
         ``judge_scores[i]`` are the per-judge scores of step i (kept for the output rows)."""
         if len(steps) != len(scores):
             raise ValueError(f"{len(steps)} steps but {len(scores)} scores")
         added: list[Node] = []
         parent = self.nodes[parent_id]
         for i, (text, score) in enumerate(zip(steps, scores)):
+            same = next((self.nodes[c] for c in parent.children
+                         if self.nodes[c].text == text and self.nodes[c].pruned == pruned), None)
+            if same is not None:
+                added.append(same)
+                parent = same
+                continue
             node = Node(
                 id=len(self.nodes),
                 parent=parent.id,
@@ -84,6 +95,7 @@ class Tree:
                 depth=parent.depth + 1,
                 round=round,
                 judge_scores=[float(s) for s in judge_scores[i]] if judge_scores is not None else [],
+                pruned=pruned,
             )
             self.nodes.append(node)
             parent.children.append(node.id)

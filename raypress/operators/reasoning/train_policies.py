@@ -71,6 +71,8 @@ class TrainPoliciesParams(Params):
     num_workers: int = Field(1, ge=0, description="Ray Train workers per policy; 0: Ray Train's local "
                                                   "mode (the loop runs in the driver; no actors to start)")
     parallel: int = Field(2, ge=1, description="policies trained at the same time")
+    judge_rate: float = Field(0.0, ge=0.0, le=1.0, description="share of each policy's examples that teach it "
+                              "to judge a path (``judges.ModelJudge``'s format; labels from the exact checker)")
 
     @model_validator(mode="after")
     def _one_local_training_at_a_time(self):
@@ -86,8 +88,24 @@ def without_questions(tasks: list[Task], banned: set[str]) -> list[Task]:
     return [t for t in tasks if t.question not in banned]
 
 
-def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int) -> list[tuple[str, str]]:
-    """``n`` training examples ``(prompt, solution)`` for one policy, deterministic for ``spec.seed``."""
+def judging_example(family, task: Task, rng: random.Random) -> tuple[str, str]:
+    """One judging example: a worked or (half the time) flawed solution of ``task`` as the path to
+    judge, the verdict lines as the target. The exact checker only labels the example here; the
+    search never consults it."""
+    from raypress.operators.reasoning.families.flaws import FLAW_KINDS
+    from raypress.operators.reasoning.judges import exact_labels, judging_prompt, verdict_lines
+
+    steps, _ = family.worked_solution(task)
+    if rng.random() < 0.5:
+        with suppress(ValueError):
+            steps, _ = family.flawed_solution(task, rng, rng.choice(FLAW_KINDS))
+    steps = list(steps)
+    return judging_prompt(family, task, [], steps), verdict_lines(exact_labels(family, task, steps))
+
+
+def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int, judge_rate: float = 0.0) -> list[tuple[str, str]]:
+    """``n`` training examples ``(prompt, solution)`` for one policy, deterministic for ``spec.seed``;
+    a ``judge_rate`` share of them are judging examples (``judging_example``)."""
     from raypress.operators.reasoning.tasks import get_family
 
     by_family: dict[str, list[Task]] = {}
@@ -105,6 +123,9 @@ def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int) -> list[tuple[str
         name = rng.choices(families, weights)[0]
         family = get_family(name)
         task = rng.choice(by_family[name])
+        if judge_rate and rng.random() < judge_rate:
+            texts.append(judging_example(family, task, rng))
+            continue
         steps, final = family.worked_solution(task)
         if rng.random() < spec.flawed_rate:
             with suppress(ValueError):  # nothing in this solution can be flawed that way: it stays correct
@@ -143,7 +164,7 @@ class TrainPolicies(Stage[TrainPoliciesParams]):
             if not tasks:
                 raise ValueError(f"node {ctx.node_id!r}: every training task is in `exclude`")
         def train(spec: PolicySpec) -> ModelArtifact:
-            examples = policy_corpus(spec, tasks, p.examples_per_policy)
+            examples = policy_corpus(spec, tasks, p.examples_per_policy, p.judge_rate)
             ctx.event("policy_corpus", policy=spec.name, texts=len(examples), mix=spec.mix,
                       flawed_rate=spec.flawed_rate)
             sub = dataclasses.replace(ctx, node_id=f"{ctx.node_id}-{spec.name}")
@@ -163,7 +184,8 @@ class TrainPolicies(Stage[TrainPoliciesParams]):
         # the workers that do not fit the cluster.
         with ThreadPoolExecutor(max_workers=p.parallel) as pool:
             artifacts = list(pool.map(train, p.policies))
-        trained = {spec.name: {"path": a.path, "spec": spec.model_dump(), "training": a.config.get("training", {})}
+        trained = {spec.name: {"path": a.path, "spec": spec.model_dump(), "training": a.config.get("training", {}),
+                               "judge_rate": p.judge_rate}
                    for spec, a in zip(p.policies, artifacts)}
         out_dir = Path(ctx.path("models", ctx.node_id))
         artifact = ModelArtifact(str(out_dir), config={"kind": KIND, "policies": trained, "order": names})
