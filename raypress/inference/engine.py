@@ -41,9 +41,10 @@ from raypress.inference.requests import (
     PromptTooLong,
     QueueFull,
     RequestHandle,
+    TokenLogprob,
     Usage,
 )
-from raypress.inference.sampling import SamplingParams, sample
+from raypress.inference.sampling import SamplingParams, position_logprobs, sample
 from raypress.inference.stats import EngineStats, RequestMetrics, StepRecord
 from raypress.inference.text_stream import TextStream
 from raypress.models.kv_cache import KVCache
@@ -79,6 +80,12 @@ class _Sequence:
         self.admitted: float | None = None
         self.first_token: float | None = None
         self.last_token: float | None = None
+        self.prompt_logprobs: list[TokenLogprob | None] | None = None  # set by the prefill when asked
+
+    def take_prompt_logprobs(self) -> list[TokenLogprob | None] | None:
+        """The prompt's logprobs for the first event that goes out (``None`` after that)."""
+        taken, self.prompt_logprobs = self.prompt_logprobs, None
+        return taken
 
     @property
     def prompt_len(self) -> int:
@@ -333,8 +340,9 @@ class Engine:
             logits = self._forward_or_fail(admitted, self._prefill)
             if logits is not None:
                 prefill_experts = _distinct_experts(self.model.last_expert_counts)
-                new_tokens += len(admitted)
-                finished += self._append(admitted, logits)
+                sampled, done = self._append(admitted, logits)
+                new_tokens += sampled
+                finished += done
         decode_start = time.monotonic()
         batch = list(self._running)
         decode_experts: list[int] = []
@@ -343,8 +351,9 @@ class Engine:
             logits = self._forward_or_fail(batch, self._decode)
             if logits is not None:
                 decode_experts = _distinct_experts(self.model.last_expert_counts)
-                new_tokens += len(batch)
-                finished += self._append(batch, logits)
+                sampled, done = self._append(batch, logits)
+                new_tokens += sampled
+                finished += done
         now = time.monotonic()
         record = StepRecord(
             step=self._step_no,
@@ -398,18 +407,32 @@ class Engine:
             return None
 
     def _prefill(self, batch: list[_Sequence]) -> Tensor:
-        """One right-padded forward over the new prompts; the logits of each prompt's last token."""
+        """One right-padded forward over the new prompts; the logits of each prompt's last token.
+
+        Only when a request asks for ``prompt_logprobs`` does the LM head run over every position
+        (T times the cost of the last one); those requests get their prompt's logprobs here.
+        """
         lengths = torch.tensor([s.prompt_len for s in batch])
         ids = torch.zeros(len(batch), int(lengths.max()), dtype=torch.long)
         for row, sequence in enumerate(batch):
             ids[row, : sequence.prompt_len] = torch.tensor(sequence.handle.prompt_ids)
-        return self.model(
+        last = lengths.to(self.device) - 1
+        scoring = any(s.params.prompt_logprobs is not None for s in batch)
+        logits = self.model(
             ids.to(self.device),
             kv_cache=self.cache,
             slots=self._slots(batch),
             input_lengths=lengths.to(self.device),
-            logits_at=lengths.to(self.device) - 1,
+            logits_at=None if scoring else last,
         )
+        if not scoring:
+            return logits
+        for row, sequence in enumerate(batch):
+            k = sequence.params.prompt_logprobs
+            if k is not None:  # position t's logits predict token t + 1
+                n = sequence.prompt_len
+                sequence.prompt_logprobs = [None, *position_logprobs(logits[row, : n - 1], ids[row, 1:n], k)]
+        return logits[torch.arange(len(batch), device=self.device), last]
 
     def _decode(self, batch: list[_Sequence]) -> Tensor:
         """One token per running sequence (its last output) at the next position of its slot."""
@@ -419,23 +442,51 @@ class Engine:
     def _slots(self, batch: list[_Sequence]) -> Tensor:
         return torch.tensor([s.slot for s in batch], dtype=torch.long, device=self.device)
 
-    def _append(self, batch: list[_Sequence], logits: Tensor) -> int:
-        """Sample one token per sequence, stream it, retire the finished; returns how many finished."""
-        token_ids = self._sample(batch, logits)
-        now = time.monotonic()
+    def _append(self, batch: list[_Sequence], logits: Tensor) -> tuple[int, int]:
+        """Sample one token per sequence, stream it, retire the finished; returns (tokens sampled,
+        sequences finished). ``max_tokens`` 0 (prompt scoring) finishes right after the prefill."""
         finished = 0
-        for sequence, token in zip(batch, token_ids):
+        if any(s.params.max_tokens == 0 for s in batch):
+            keep = [row for row, s in enumerate(batch) if s.params.max_tokens > 0]
+            for sequence in batch:
+                if sequence.params.max_tokens == 0:
+                    self._finish(sequence, "length", [], "")
+                    finished += 1
+            if not keep:
+                return 0, finished
+            batch = [batch[row] for row in keep]
+            logits = logits[torch.tensor(keep, device=logits.device)]
+        token_ids = self._sample(batch, logits)
+        logprobs = self._logprobs(batch, logits, token_ids)
+        now = time.monotonic()
+        for sequence, token, token_logprobs in zip(batch, token_ids, logprobs):
             sequence.output_ids.append(token)
             if sequence.first_token is None:
                 sequence.first_token = now
             sequence.last_token = now
             reason, text = self._advance(sequence, token)
             if reason is None:
-                sequence.handle._deliver(GenerationEvent([token], text))
+                sequence.handle._deliver(GenerationEvent([token], text, logprobs=token_logprobs,
+                                                         prompt_logprobs=sequence.take_prompt_logprobs()))
             else:
-                self._finish(sequence, reason, [token], text)
+                self._finish(sequence, reason, [token], text, token_logprobs)
                 finished += 1
-        return finished
+        return len(batch), finished
+
+    def _logprobs(self, batch: list[_Sequence], logits: Tensor, token_ids: list[int]) -> list[list[TokenLogprob] | None]:
+        """Each sampled token's logprob (+ top k) for the sequences that asked; nothing is computed
+        for a batch where none did, so plain decoding pays nothing for the feature."""
+        rows = [row for row, s in enumerate(batch) if s.params.logprobs is not None]
+        out: list[list[TokenLogprob] | None] = [None] * len(batch)
+        if not rows:
+            return out
+        k = max(batch[row].params.logprobs or 0 for row in rows)
+        picked = logits[torch.tensor(rows, device=logits.device)]
+        computed = position_logprobs(picked, torch.tensor([token_ids[row] for row in rows]), k)
+        for row, entry in zip(rows, computed):
+            wanted = batch[row].params.logprobs or 0
+            out[row] = [TokenLogprob(entry.token_id, entry.logprob, entry.top[:wanted])]
+        return out
 
     def _sample(self, batch: list[_Sequence], logits: Tensor) -> list[int]:
         params = [s.params for s in batch]
@@ -450,6 +501,7 @@ class Engine:
             top_k=torch.tensor([p.top_k for p in params]),
             top_p=torch.tensor([p.top_p for p in params]),
             uniform=uniform,
+            min_p=torch.tensor([p.min_p for p in params]),
         ).tolist()
 
     def _advance(self, sequence: _Sequence, token: int) -> tuple[FinishReason | None, str]:
@@ -472,10 +524,14 @@ class Engine:
             self.cache.free(sequence.slot)
             sequence.slot = -1
 
-    def _finish(self, sequence: _Sequence, reason: FinishReason, token_ids: list[int], text: str) -> None:
+    def _finish(self, sequence: _Sequence, reason: FinishReason, token_ids: list[int], text: str,
+                logprobs: list[TokenLogprob] | None = None) -> None:
         self._release(sequence)
         usage = Usage(sequence.prompt_len, len(sequence.output_ids))
-        sequence.handle._deliver(GenerationEvent(token_ids, text, reason, usage))
+        if logprobs is None and sequence.params.logprobs is not None:
+            logprobs = []  # asked for: an empty list (a cancel or EOS flush adds no token)
+        sequence.handle._deliver(GenerationEvent(token_ids, text, reason, usage, logprobs,
+                                                 sequence.take_prompt_logprobs()))
         self._record(sequence, reason)
 
     def _fail(self, sequence: _Sequence, error: BaseException) -> None:

@@ -53,18 +53,32 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One position's logprob (log-softmax of the raw logits, temperature 1) of the token that was
+    there, and the ``k`` most likely tokens with theirs, best first (empty when k is 0)."""
+
+    token_id: int
+    logprob: float
+    top: list[tuple[int, float]]
+
+
+@dataclass(frozen=True)
 class GenerationEvent:
     """One streamed piece: the new token id(s) and the text now safe to show.
 
     ``text`` can be empty while it might still become a stop string (or is half a UTF-8 character).
     The last event of a request has ``finish_reason`` ("stop": EOS / stop token / stop string,
-    "length": max_tokens or the context is full, "cancelled") and ``usage``.
+    "length": max_tokens or the context is full, "cancelled") and ``usage``. ``logprobs``: one per
+    id in ``token_ids`` when the request asked for them; ``prompt_logprobs`` (first event only, when
+    asked): one per prompt token, the first ``None`` (nothing predicts it).
     """
 
     token_ids: list[int]
     text: str
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
+    logprobs: list[TokenLogprob] | None = None
+    prompt_logprobs: list[TokenLogprob | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,8 @@ class Completion:
     text: str
     finish_reason: FinishReason
     usage: Usage
+    logprobs: list[TokenLogprob] | None = None  # one per generated id, when asked
+    prompt_logprobs: list[TokenLogprob | None] | None = None  # one per prompt id (the first None), when asked
 
 
 @dataclass
@@ -198,5 +214,9 @@ def _collect(events: list[GenerationEvent]) -> Completion:
     last = events[-1]
     assert last.finish_reason is not None and last.usage is not None
     ids = [t for e in events for t in e.token_ids]
-    return Completion(ids, "".join(e.text for e in events), last.finish_reason, last.usage)
+    logprobs = None
+    if any(e.logprobs is not None for e in events):
+        logprobs = [lp for e in events for lp in (e.logprobs or [])]
+    prompt_logprobs = next((e.prompt_logprobs for e in events if e.prompt_logprobs is not None), None)
+    return Completion(ids, "".join(e.text for e in events), last.finish_reason, last.usage, logprobs, prompt_logprobs)
 

@@ -7,7 +7,11 @@ must not need Ray. Routes:
 - ``POST /v1/completions``, ``POST /v1/chat/completions``: non-streaming JSON or server-sent
   events (``data: {chunk}`` ... ``data: [DONE]``); ``n`` > 1 and several prompts run as separate
   engine requests batched together.
-- ``GET /v1/models``, ``GET /health`` (no token needed: for probes).
+- ``GET /v1/models``, ``GET /health`` and ``GET /metrics`` (Prometheus text, see
+  ``prometheus_metrics.py``; no token needed for these two: probes and scrapers have none).
+- Logprobs: ``/v1/completions`` ``logprobs: k`` (+ ``echo``, ``max_tokens: 0`` to score a prompt)
+  and chat ``logprobs`` / ``top_logprobs``, in OpenAI's shapes; they are the model's log-softmax at
+  temperature 1 (its raw distribution), not the distribution a request sampled from.
 - ``GET /raypress/v1/engine`` and ``GET /raypress/v1/steps?after=K``: the model config and the
   engine's per-step records (batch, latencies, distinct experts), which the MoE-CAP benchmark
   turns into S-MBU / S-MFU of the live server; ``POST /raypress/v1/tokenize`` (``{"prompts":
@@ -16,7 +20,9 @@ must not need Ray. Routes:
 Errors use OpenAI's body (``{"error": {message, type, param, code}}``): 400 for invalid requests
 (schema, malformed JSON, a prompt that does not fit the context), 401 without the bearer token,
 404 for an unknown model or route, 413 for a body over ``max_request_bytes``, 503 (with
-``Retry-After``) when the engine's queue is full or it stops, 500 if a forward fails.
+``Retry-After``) when the engine's queue is full or it stops, 500 if a forward fails. Once a
+stream has started (status and headers sent) an error is one ``data: {"error": ...}`` event,
+then ``data: [DONE]``.
 
 Why tokenising and chat templates run in threads: one 10 MB prompt tokenises for seconds, and on
 the event loop it held ``/health`` and every small request for as long. A request whose text is
@@ -39,7 +45,7 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raypress.inference.engine import Engine
@@ -51,13 +57,15 @@ from raypress.inference.requests import (
     QueueFull,
     RequestFailed,
     RequestHandle,
+    TokenLogprob,
 )
 from raypress.inference.sampling import SamplingParams
 from raypress.serving import openai_protocol as oa
+from raypress.serving.prometheus_metrics import PROMETHEUS_CONTENT_TYPE, PrometheusMetrics, prometheus_available
 from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES, limit_request_body, retry_after
 
 log = logging.getLogger(__name__)
-OPEN_PATHS = frozenset({"/health", "/docs", "/openapi.json"})
+OPEN_PATHS = frozenset({"/health", "/metrics", "/docs", "/openapi.json"})
 BIG_PROMPT_CHARS = 16_384  # above this much text a request's tokenising uses the big-prompt pool
 BIG_PROMPT_THREADS = 2
 T = TypeVar("T")
@@ -101,6 +109,41 @@ class OpenAIServer:
         self.engine = engine
         self.model_name = model_name
         self._big = ThreadPoolExecutor(BIG_PROMPT_THREADS, thread_name_prefix="raypress-big-prompt")
+        self._token_texts: dict[int, str] = {}
+
+    # ---- logprobs -------------------------------------------------------------------------------
+
+    def token_text(self, token_id: int) -> str:
+        """One token decoded on its own (cached: the vocabulary is fixed)."""
+        text = self._token_texts.get(token_id)
+        if text is None:
+            text = self._token_texts[token_id] = self.engine.decode([token_id])
+        return text
+
+    def completion_logprobs(self, entries: list[TokenLogprob | None], pieces: list[str],
+                            text_offset: int) -> dict[str, Any]:
+        """Legacy completions logprobs. ``pieces``: each token's share of the text (``_TokenPieces``),
+        so tokens join to the text and ``text_offset`` points into it; a ``None`` entry is a
+        prompt's first token (nothing predicts it). In ``top_logprobs`` the token itself is keyed
+        by its piece (a client comparing the token with the top key sees a match), the others by
+        their own decoding."""
+        values: list[float | None] = []
+        tops: list[dict[str, float] | None] = []
+        for entry, piece in zip(entries, pieces, strict=True):
+            if entry is None:
+                values.append(None)
+                tops.append(None)
+                continue
+            values.append(entry.logprob)
+            top: dict[str, float] = {}
+            for token_id, logprob in entry.top:  # best first: two ids, one text keeps the likelier
+                top.setdefault(piece if token_id == entry.token_id else self.token_text(token_id), logprob)
+            tops.append(top)
+        return oa.completion_logprobs(list(pieces), values, tops, text_offset)
+
+    def chat_logprobs(self, entries: list[TokenLogprob]) -> list[dict[str, Any]]:
+        return [oa.chat_token_logprob(self.token_text(e.token_id), e.logprob,
+                                      [(self.token_text(t), lp) for t, lp in e.top]) for e in entries]
 
     async def off_loop(self, chars: int, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a thread: the big-prompt pool when ``chars`` of text are over
@@ -173,18 +216,33 @@ class OpenAIServer:
         self.check_model(request.model)
         jobs = []
         prompt_tokens = 0
-        for ids in await self.encode_async(request.prompts()):
+        prompts = request.prompts()
+        all_ids = await self.encode_async(prompts)
+        for ids in all_ids:
             if not ids:
                 raise APIError(400, "the prompt is empty", param="prompt")
             max_tokens = self.budget(ids, request.max_tokens, "prompt")
             prompt_tokens += len(ids) * request.n
             jobs += [(ids, request.sampling(max_tokens, k)) for k in range(request.n)]
+        # per choice (prompt-major, like the jobs): the prompt's text and ids, for echo
+        echoes = [(p if isinstance(p, str) else self.engine.decode(ids), ids)
+                  for p, ids in zip(prompts, all_ids) for _ in range(request.n)]
         rid = oa.new_id("cmpl")
         handles = self.submit(jobs, rid)
         if request.stream:
-            return _stream(self._completion_events(handles, rid, prompt_tokens, request.include_usage))
+            return _stream(self._completion_events(handles, rid, prompt_tokens, request, echoes))
         done = await _gather(handles)
-        choices = [oa.completion_choice(i, c.text, c.finish_reason) for i, c in enumerate(done)]
+        choices = []
+        for index, (completion, (prompt_text, prompt_ids)) in enumerate(zip(done, echoes)):
+            text = prompt_text + completion.text if request.echo else completion.text
+            logprobs = None
+            if request.logprobs is not None:
+                entries: list[TokenLogprob | None] = list(completion.prompt_logprobs or []) if request.echo else []
+                entries += completion.logprobs or []
+                pieces = _TokenPieces(self.engine.decode, [] if request.echo else prompt_ids)
+                ids = (prompt_ids if request.echo else []) + completion.token_ids
+                logprobs = self.completion_logprobs(entries, pieces.push(ids), 0)
+            choices.append(oa.completion_choice(index, text, completion.finish_reason, logprobs))
         return oa.completion_body(rid, self.model_name, choices, _usage(prompt_tokens, done))
 
     async def chat(self, request: oa.ChatCompletionRequest) -> Any:
@@ -196,49 +254,92 @@ class OpenAIServer:
         handles = self.submit([(ids, request.sampling(max_tokens, k)) for k in range(request.n)], rid)
         prompt_tokens = len(ids) * request.n
         if request.stream:
-            return _stream(self._chat_events(handles, rid, prompt_tokens, request.include_usage))
+            return _stream(self._chat_events(handles, rid, prompt_tokens, request.include_usage,
+                                             request.token_logprobs is not None))
         done = await _gather(handles)
-        choices = [oa.chat_choice(i, c.text, c.finish_reason) for i, c in enumerate(done)]
+        choices = [oa.chat_choice(i, c.text, c.finish_reason,
+                                  None if c.logprobs is None else self.chat_logprobs(c.logprobs))
+                   for i, c in enumerate(done)]
         return oa.chat_body(rid, self.model_name, choices, _usage(prompt_tokens, done))
 
     # ---- streams --------------------------------------------------------------------------------
 
     async def _completion_events(self, handles: list[RequestHandle], rid: str, prompt_tokens: int,
-                                 include_usage: bool) -> AsyncIterator[str]:
+                                 request: oa.CompletionRequest,
+                                 echoes: list[tuple[str, list[int]]]) -> AsyncIterator[str]:
+        """Chunks as text becomes safe to show; logprobs of tokens whose text is held back wait for
+        the next chunk of their choice, so every token's logprob is sent once. With ``echo`` a
+        choice's first chunk starts with the prompt (and its logprobs)."""
         completion_tokens = 0
+        want_logprobs = request.logprobs is not None
+        count = len(handles)
+        pending: list[list[TokenLogprob | None]] = [[] for _ in range(count)]
+        pending_ids: list[list[int]] = [[] for _ in range(count)]
+        pending_text = [""] * count
+        offsets = [0] * count  # chars of token pieces already sent: the next chunk's text_offset
+        pieces = [_TokenPieces(self.engine.decode, [] if request.echo else ids) for _, ids in echoes]
+        echoed: set[int] = set()
         async for index, event in _merged(handles):
-            if event.finish_reason is None and not event.text:
+            prompt_text, prompt_ids = echoes[index]
+            if request.echo and index not in echoed:
+                echoed.add(index)
+                pending_text[index] += prompt_text
+                pending[index] += event.prompt_logprobs or []
+                pending_ids[index] += prompt_ids
+            pending_text[index] += event.text
+            pending[index] += event.logprobs or []
+            pending_ids[index] += event.token_ids
+            if event.finish_reason is None and not pending_text[index]:
                 continue  # text held back (a possible stop string, half a character)
             completion_tokens += event.usage.completion_tokens if event.usage else 0
-            choice = oa.completion_choice(index, event.text, event.finish_reason)
+            logprobs = None
+            if want_logprobs:
+                texts = pieces[index].push(pending_ids[index])
+                logprobs = self.completion_logprobs(pending[index], texts, offsets[index])
+                offsets[index] += sum(len(t) for t in texts)
+            choice = oa.completion_choice(index, pending_text[index], event.finish_reason, logprobs)
+            pending_text[index], pending[index], pending_ids[index] = "", [], []
             yield _sse(oa.completion_chunk(rid, self.model_name, [choice]))
-        if include_usage:
+        if request.include_usage:
             yield _sse(oa.completion_chunk(rid, self.model_name, [], oa.usage_body(prompt_tokens, completion_tokens)))
 
     async def _chat_events(self, handles: list[RequestHandle], rid: str, prompt_tokens: int,
-                           include_usage: bool) -> AsyncIterator[str]:
+                           include_usage: bool, want_logprobs: bool = False) -> AsyncIterator[str]:
+        """Role chunk, content chunks (with the logprobs of the tokens they carry; those of held-back
+        tokens wait for the next content chunk, or go with the finish chunk), a finish chunk."""
         for index in range(len(handles)):
             yield _sse(oa.chat_chunk(rid, self.model_name, [oa.chat_delta(index, {"role": "assistant", "content": ""})]))
         completion_tokens = 0
+        pending: dict[int, list[TokenLogprob]] = {i: [] for i in range(len(handles))}
         async for index, event in _merged(handles):
+            pending[index] += event.logprobs or []
             if event.text:
-                yield _sse(oa.chat_chunk(rid, self.model_name, [oa.chat_delta(index, {"content": event.text})]))
+                logprobs = self.chat_logprobs(pending[index]) if want_logprobs else None
+                pending[index] = []
+                yield _sse(oa.chat_chunk(rid, self.model_name,
+                                         [oa.chat_delta(index, {"content": event.text}, logprobs=logprobs)]))
             if event.finish_reason is not None:
                 completion_tokens += event.usage.completion_tokens if event.usage else 0
-                yield _sse(oa.chat_chunk(rid, self.model_name, [oa.chat_delta(index, {}, event.finish_reason)]))
+                logprobs = self.chat_logprobs(pending[index]) if want_logprobs and pending[index] else None
+                pending[index] = []
+                yield _sse(oa.chat_chunk(rid, self.model_name, [oa.chat_delta(index, {}, event.finish_reason,
+                                                                              logprobs)]))
         if include_usage:
             yield _sse(oa.chat_chunk(rid, self.model_name, [], oa.usage_body(prompt_tokens, completion_tokens)))
 
     # ---- raypress extensions ----------------------------------------------------------------------
 
     def engine_info(self) -> dict[str, Any]:
+        import torch
+
         engine = self.engine
         weight = next(engine.model.parameters())
         return {"model": self.model_name, "config": engine.model.config.to_dict(),
                 "dtype": str(weight.dtype).removeprefix("torch."), "device": str(weight.device),
                 "max_batch_size": engine.max_batch_size, "max_len": engine.max_len, "max_queue": engine.max_queue,
                 "running": engine.num_running, "waiting": engine.num_waiting,
-                "tokens_per_second": engine.stats.tokens_per_second(), "total_steps": engine.stats.total_steps}
+                "tokens_per_second": engine.stats.tokens_per_second(), "total_steps": engine.stats.total_steps,
+                "threads": torch.get_num_threads()}  # the replica's torch threads: MoE-CAP measures peaks with as many
 
     async def count_tokens(self, prompts: Sequence[str]) -> dict[str, Any]:
         """Each prompt's tokens as ``/v1/completions`` encodes it, and the context they must fit."""
@@ -247,6 +348,34 @@ class OpenAIServer:
     def steps(self, after: int) -> dict[str, Any]:
         records = [asdict(r) for r in self.engine.stats.steps if r.step > after]
         return {"steps": records, "last": records[-1]["step"] if records else after}
+
+
+class _TokenPieces:
+    """Each token's share of the decoded text, as vLLM's incremental detokeniser cuts it: the pieces
+    join to the text, and a token that ends half a UTF-8 character gets ``""`` while the one that
+    completes it gets the character (decoding tokens one by one would give U+FFFD twice, and text
+    offsets that no longer point into the text). Decodes a short window, not the whole sequence."""
+
+    CONTEXT = 5  # tokens of context kept before the first piece (a prompt ahead of a completion)
+
+    def __init__(self, decode: Callable[[list[int]], str], context: Sequence[int] = ()) -> None:
+        self._decode = decode
+        self._ids = list(context)[-self.CONTEXT:]
+        self._prefix = 0  # the window decoded to know what was already shown: ids[_prefix:_read]
+        self._read = len(self._ids)
+
+    def push(self, token_ids: Sequence[int]) -> list[str]:
+        out = []
+        for token_id in token_ids:
+            self._ids.append(token_id)
+            shown = self._decode(self._ids[self._prefix:self._read])
+            text = self._decode(self._ids[self._prefix:])
+            if len(text) > len(shown) and not text.endswith("\ufffd"):
+                out.append(text[len(shown):])
+                self._prefix, self._read = self._read, len(self._ids)
+            else:
+                out.append("")
+        return out
 
 
 def _chars(prompts: Sequence[str | list[int]]) -> int:
@@ -346,9 +475,16 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
         try:
             async for chunk in events:
                 yield chunk
-        except (APIError, RequestFailed, EngineStopped) as error:  # headers are sent: report in-band
-            message = error.message if isinstance(error, APIError) else str(error)
-            yield _sse(oa.error_body(message, "server_error"))
+        except Exception as error:  # headers are sent: report in-band, then end the stream as usual
+            if isinstance(error, APIError):
+                body = oa.error_body(error.message, error.type, error.param, error.code)
+            elif isinstance(error, EngineStopped):
+                body = oa.error_body(f"the server is shutting down: {error}", "server_unavailable")
+            else:
+                if not isinstance(error, RequestFailed):
+                    log.exception("a stream failed")
+                body = oa.error_body(f"generation failed: {error}", "server_error")
+            yield _sse(body)
         yield _sse("[DONE]")
 
     return StreamingResponse(body(), media_type="text/event-stream",
@@ -393,6 +529,10 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None,
     server = OpenAIServer(engine, model_name)
     app = FastAPI(title="raypress LLM", version="1")
     app.state.server = server
+    metrics = PrometheusMetrics(engine, model_name) if prometheus_available() else None
+    if metrics is not None:
+        metrics.attach()
+    app.state.metrics = metrics
 
     install_guards(app, api_key, max_request_bytes)
 
@@ -416,6 +556,13 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None,
         return JSONResponse({"status": "ok" if ok else "engine stopped", "model": model_name,
                              "running": engine.num_running, "waiting": engine.num_waiting}, status,
                             headers=retry_after(status))
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        if metrics is None:
+            raise APIError(501, "metrics need the prometheus_client package (pip install prometheus_client)",
+                           "server_error", code="metrics_unavailable")
+        return Response(metrics.exposition(), media_type=PROMETHEUS_CONTENT_TYPE)
 
     @app.get("/raypress/v1/engine")
     async def engine_info() -> dict[str, Any]:

