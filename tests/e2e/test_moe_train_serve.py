@@ -57,6 +57,19 @@ def test_train_serve_benchmark(ray_session, tmp_path):
         assert report["target"]["model"] == "endpoint"  # measured through the live server
         radar = Path(report["radar"])
         assert radar.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        choice = report["accuracy_choice"]  # log-likelihood multiple choice through the endpoint
+        assert choice["questions"] >= 20 and choice["chance"] == 0.25 and 0 <= choice["acc"] <= 1
+        assert report["accuracy_axis"] == "accuracy_choice.acc"
+        print("multiple choice:", {k: choice[k] for k in ("questions", "acc", "acc_interval_95",
+                                                          "acc_p_value_vs_chance", "acc_norm")})
+        systems = report["systems"]
+        assert [s["system"] for s in systems] == ["raypress (served, c=4)", "raypress, kernels off",
+                                                 "HF transformers generate"]
+        for row in systems:
+            assert row["throughput"] > 0 and row["tpot"] > 0 and row["s_mbu"] > 0
+            print("system:", row)
+        assert report["hardware"]["engine_threads"] == 1  # the replica's (num_cpus 1), not this process's
+        assert Path(report["systems_radar"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         # the run took its endpoint down when it finished
         assert "endpoint" not in serve.status().applications
     finally:
