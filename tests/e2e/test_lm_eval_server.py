@@ -57,6 +57,34 @@ metric_list:
     return "raypress_tiny_mc"
 
 
+def _gen_task(tmp_path: Path, contexts: list[str], answers: list[str]) -> Path:
+    """A local generate_until task (greedy, 8 tokens, stop at a newline, exact match) in tmp_path/tasks."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    data = tasks / "gen.jsonl"
+    data.write_text("".join(json.dumps({"context": c, "answer": a}) + "\n" for c, a in zip(contexts, answers)))
+    (tasks / "gen.yaml").write_text(f"""task: raypress_tiny_gen
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{context}}}}"
+doc_to_target: "{{{{answer}}}}"
+generation_kwargs:
+  until: ["\\n"]
+  max_gen_toks: 8
+  do_sample: false
+  temperature: 0
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+""")
+    return tasks
+
+
 def test_lm_eval_local_completions_matches_in_process_scoring(tmp_path, monkeypatch):
     from lm_eval.tasks import TaskManager
 
@@ -110,29 +138,7 @@ def test_lm_eval_generation_task_matches_in_process_greedy_text(tmp_path, monkey
     greedy_texts = [h.result(timeout=60).text for h in greedy]
     assert any(greedy_texts)  # something to compare
     answers = [t if i % 2 == 0 else "\u00a7 never \u00a7" for i, t in enumerate(greedy_texts)]
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    data = tasks / "gen.jsonl"
-    data.write_text("".join(json.dumps({"context": c, "answer": a}) + "\n" for c, a in zip(contexts, answers)))
-    (tasks / "gen.yaml").write_text(f"""task: raypress_tiny_gen
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-test_split: test
-output_type: generate_until
-doc_to_text: "{{{{context}}}}"
-doc_to_target: "{{{{answer}}}}"
-generation_kwargs:
-  until: ["\\n"]
-  max_gen_toks: 8
-  do_sample: false
-  temperature: 0
-metric_list:
-  - metric: exact_match
-    aggregation: mean
-    higher_is_better: true
-""")
+    tasks = _gen_task(tmp_path, contexts, answers)
     try:
         with serve_in_thread(create_app(engine, "tiny")) as srv:
             results = lm_eval.simple_evaluate(
@@ -145,3 +151,42 @@ metric_list:
     samples = sorted(results["samples"]["raypress_tiny_gen"], key=lambda s: s["doc_id"])
     assert [s["filtered_resps"][0] for s in samples] == greedy_texts
     assert results["results"]["raypress_tiny_gen"]["exact_match,none"] == pytest.approx(3 / 6)
+
+
+def test_lm_eval_local_chat_completions_generates_what_the_engine_does(tmp_path, monkeypatch):
+    """lm-eval's ``local-chat-completions`` (the chat endpoint, the model's chat template applied by
+    the server) on the same generate_until task: its texts equal the engine's greedy completions of
+    the same templated prompts in process, and exact_match follows."""
+    from raypress.inference.sampling import SamplingParams
+    from raypress.serving.openai_app import OpenAIServer
+    from lm_eval.tasks import TaskManager
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    torch.set_num_threads(1)
+    model_dir = save_tiny_model_dir(tmp_path / "model")
+    engine = Engine.from_pretrained(model_dir, max_batch_size=4, max_len=256)
+    contexts = [context for context, _, _ in DOCS]
+    templated = OpenAIServer(engine, "tiny")  # the server's own chat path: template + tokenizer
+    params = SamplingParams(temperature=0, max_tokens=8, stop=["\n"])
+    handles = [engine.add_request(templated.chat_ids([{"role": "user", "content": c}]), params) for c in contexts]
+    engine.start()
+    greedy_texts = [h.result(timeout=60).text for h in handles]
+    assert any(greedy_texts)
+    answers = [t if i % 2 == 0 else "\u00a7 never \u00a7" for i, t in enumerate(greedy_texts)]
+    tasks = _gen_task(tmp_path, contexts, answers)
+    try:
+        with serve_in_thread(create_app(engine, "tiny")) as srv:
+            results = lm_eval.simple_evaluate(
+                model="local-chat-completions",
+                model_args={"base_url": f"{srv.url}/v1/chat/completions", "model": "tiny", "num_concurrent": 1,
+                            "max_retries": 1},
+                tasks=["raypress_tiny_gen"], task_manager=TaskManager(include_path=str(tasks)),
+                apply_chat_template=True, log_samples=True)
+    finally:
+        engine.stop()
+    samples = sorted(results["samples"]["raypress_tiny_gen"], key=lambda s: s["doc_id"])
+    assert [s["filtered_resps"][0] for s in samples] == greedy_texts
+    expected = sum(t == a for t, a in zip(greedy_texts, answers)) / len(answers)
+    assert results["results"]["raypress_tiny_gen"]["exact_match,none"] == pytest.approx(expected)
