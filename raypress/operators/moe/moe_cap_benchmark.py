@@ -227,6 +227,7 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
                 ctx.event("cap_skipped", rows=len(skipped), of=len(pairs), first=skipped[0]["reason"])
             rows_given = len(pairs)
             pairs = [pairs[index] for index in keep]
+            questions = await asyncio.to_thread(self.fitting_questions, target, questions, int(info["max_len"]), ctx)
             await target.complete(pairs[0][0], min(WARMUP_TOKENS, p.max_tokens), p.temperature)
             await asyncio.sleep(SETTLE_S)
             mark = max((int(s["step"]) for s in await asyncio.to_thread(target.steps_since, -1)), default=-1)
@@ -250,6 +251,22 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
         others = await self._other_systems(target, pairs, questions, info, config, dtype, hardware, ctx)
         return write_report(levels, runs[0], pairs, rows_given, skipped, info, config, dtype, hardware, p, ctx,
                             choice, others)
+
+    def fitting_questions(self, target: BenchmarkTarget, questions: Sequence[ChoiceQuestion], max_len: int,
+                          ctx: RunContext) -> list[ChoiceQuestion]:
+        """The questions whose context + every choice fits the target's context (counted by its own
+        tokenizer); the others are left out and counted in an event, as prompts that do not fit are."""
+        if not questions:
+            return []
+        counts = iter(target.count_tokens([q.context + c for q in questions for c in q.choices]))
+        fit = [q for q in questions if max([next(counts) for _ in q.choices]) < max_len]
+        if len(fit) < len(questions):
+            ctx.event("cap_choice_skipped", questions=len(questions) - len(fit), of=len(questions),
+                      reason=f"context + choice over the {max_len}-token context")
+        if not fit:
+            raise ValueError(f"moe_cap_benchmark node {ctx.node_id!r}: no multiple-choice question fits the "
+                             f"target's context of {max_len} tokens")
+        return fit
 
     async def _other_systems(self, target: BenchmarkTarget, pairs: list[tuple[str, str]],
                              questions: Sequence[ChoiceQuestion], info: dict[str, Any], config: MoEConfig,
