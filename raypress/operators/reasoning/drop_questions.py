@@ -11,12 +11,13 @@ from typing import ClassVar
 
 from raypress.artifacts import Artifact, DatasetArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
+from raypress.operators.reasoning.question_overlap import question_key
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType
 
 
 class DropQuestionsParams(Params):
-    pass
+    """No parameters: what is dropped is whatever the `exclude` input holds."""
 
 
 @register("drop_questions")
@@ -30,10 +31,10 @@ class DropQuestions(Stage[DropQuestionsParams]):
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> DatasetArtifact:
         import ray.data
 
-        banned = {str(r["question"]).strip()
+        banned = {question_key(r)
                   for r in inputs["exclude"].ds.select_columns(["question"]).take_all()}  # type: ignore[union-attr]
         rows = inputs["data"].ds.take_all()  # type: ignore[union-attr]
-        kept = [r for r in rows if str(r["question"]).strip() not in banned]
+        kept = [r for r in rows if question_key(r) not in banned]
         ctx.event("drop_questions", kept=len(kept), dropped=len(rows) - len(kept))
         if not kept:
             raise ValueError(f"node {ctx.node_id!r}: every row's question is in `exclude`")

@@ -23,13 +23,18 @@ class QuestionOverlapParams(Params):
     shown: int = Field(20, ge=1, description="most overlapping ids named")
 
 
+def question_key(row: dict[str, Any]) -> str:
+    """What makes two task rows the same question: the question text, stripped."""
+    return str(row["question"]).strip()
+
+
 def overlapping(evaluated: list[dict[str, Any]], trained: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """``(evaluated id, trained id)`` for every evaluated question whose text (stripped) is also a
     trained question, in evaluated order."""
     seen: dict[str, str] = {}
     for row in trained:
-        seen.setdefault(str(row["question"]).strip(), str(row[ID_COL]))
-    return [(str(r[ID_COL]), seen[q]) for r in evaluated if (q := str(r["question"]).strip()) in seen]
+        seen.setdefault(question_key(row), str(row[ID_COL]))
+    return [(str(r[ID_COL]), seen[q]) for r in evaluated if (q := question_key(r)) in seen]
 
 
 @register("question_overlap")
