@@ -23,6 +23,7 @@ the caller (``moe.fused_moe_torch``) decides. fp32 only; numba is optional (``av
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 import torch
@@ -46,9 +47,16 @@ def available() -> bool:
     return numba is not None
 
 
-def _jit(fn, parallel: bool = True):
-    """``numba.njit``, cached on disk when the package directory is writable."""
-    options = {"parallel": True, "fastmath": _FASTMATH} if parallel else {}
+def _jit(fn, parallel: bool = False, fastmath: bool = False, name: str | None = None):
+    """``numba.njit``, cached on disk when the package directory is writable. ``name``: compile a
+    copy under that name, so a second build of one function (serial vs parallel) gets its own
+    cache entry (numba keys its disk cache by the function's name, not by the build options)."""
+    if name is not None:
+        fn = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+        fn.__qualname__ = name
+    options: dict = {"parallel": True} if parallel else {}
+    if fastmath:
+        options["fastmath"] = _FASTMATH
     try:
         return numba.njit(cache=True, **options)(fn)
     except RuntimeError:  # numba refuses cache=True where it can find no cache directory
@@ -167,21 +175,32 @@ def _down_combine(act: np.ndarray, pairs: np.ndarray, starts: np.ndarray, expert
 
 
 def _layer(x: np.ndarray, ids: np.ndarray, weights: np.ndarray, top_k: int, num_experts: int,
-           w13: np.ndarray, w2: np.ndarray) -> np.ndarray:
-    """Grouping, both passes and their buffers in one compiled call (one dispatch per layer)."""
+           w13: np.ndarray, w2: np.ndarray, parallel: bool) -> np.ndarray:
+    """Grouping, both passes and their buffers in one compiled call (one dispatch per layer).
+
+    ``parallel`` False runs the same loops compiled without prange: the parallel build hands its
+    work to an OpenMP worker even at one thread, and that worker spin-waits between calls
+    (measured: 1.85 cores busy for one thread's work, which starved a serving replica's HTTP path
+    on a 2-core machine)."""
     pairs, starts, experts = _group_compiled(ids, num_experts)
     act = np.empty((ids.shape[0], w2.shape[2]), np.float32)
     out = np.zeros((x.shape[0], x.shape[1]), np.float32)
-    _gate_up_compiled(x, pairs, starts, experts, top_k, w13, act)
-    _down_combine_compiled(act, pairs, starts, experts, top_k, w2, weights, out)
+    if parallel:
+        _gate_up_parallel(x, pairs, starts, experts, top_k, w13, act)
+        _down_combine_parallel(act, pairs, starts, experts, top_k, w2, weights, out)
+    else:
+        _gate_up_serial(x, pairs, starts, experts, top_k, w13, act)
+        _down_combine_serial(act, pairs, starts, experts, top_k, w2, weights, out)
     return out
 
 
 if numba is not None:  # lazy: each compiles (or loads from numba's cache) on its first call
-    _group_compiled = _jit(_group_by_expert, parallel=False)
-    _gate_up_compiled = _jit(_gate_up)
-    _down_combine_compiled = _jit(_down_combine)
-    _layer_compiled = _jit(_layer, parallel=False)
+    _group_compiled = _jit(_group_by_expert)
+    _gate_up_parallel = _jit(_gate_up, parallel=True, fastmath=True)
+    _down_combine_parallel = _jit(_down_combine, parallel=True, fastmath=True)
+    _gate_up_serial = _jit(_gate_up, fastmath=True, name="_gate_up_serial")
+    _down_combine_serial = _jit(_down_combine, fastmath=True, name="_down_combine_serial")
+    _layer_compiled = _jit(_layer)
 
 
 def supports(hidden: Tensor, w13: Tensor, w2: Tensor) -> bool:
@@ -197,9 +216,18 @@ def supports(hidden: Tensor, w13: Tensor, w2: Tensor) -> bool:
 
 def fused_moe_few_rows(hidden: Tensor, w13: Tensor, w2: Tensor, topk_weights: Tensor, topk_ids: Tensor) -> Tensor:
     """``out[t] = sum_k w[t,k] * W2_e (silu(G_e x_t) * (U_e x_t))`` (inference only; see ``supports``)."""
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    torch_threads = torch.get_num_threads()
+    threads = max(1, min(torch_threads, numba.config.NUMBA_NUM_THREADS))
     x = hidden.detach().contiguous().numpy()
     ids = topk_ids.detach().reshape(-1).to(torch.int64).numpy()
     weights = topk_weights.detach().reshape(-1).to(torch.float32).contiguous().numpy()
-    out = _layer_compiled(x, ids, weights, topk_ids.shape[1], w13.shape[0], w13.detach().numpy(), w2.detach().numpy())
+    if threads > 1:
+        numba.set_num_threads(threads)
+    out = _layer_compiled(x, ids, weights, topk_ids.shape[1], w13.shape[0], w13.detach().numpy(),
+                          w2.detach().numpy(), threads > 1)
+    if torch.get_num_threads() != torch_threads:
+        # numba's OpenMP layer, launched on the first compile or load of a parallel kernel, sets
+        # the calling thread's OpenMP thread count to all cores, and torch reads that count: a
+        # replica given one CPU went on with two threads after its first MoE layer.
+        torch.set_num_threads(torch_threads)
     return torch.from_numpy(out)

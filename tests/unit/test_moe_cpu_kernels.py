@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -97,20 +99,56 @@ def test_model_path_takes_the_kernels_only_for_fp32_inference_on_few_rows(monkey
     assert calls == [2, 2 * limit] and x.grad.abs().max() > 0 and half.dtype == torch.bfloat16
 
 
-def test_threads_follow_torch(monkeypatch):
-    """The kernels use as many threads as torch's intra-op pool (Ray workers set it to their CPUs)."""
+def test_threads_follow_torch():
+    """The kernels use as many threads as torch's intra-op pool (Ray workers set it to their CPUs),
+    and one thread's result equals two threads'."""
     import numba
 
-    w13, w2 = random_expert_weights(4, 32, 64)
-    ids = torch.tensor([[0, 1], [2, 3]])
-    weights = torch.full((2, 2), 0.5)
+    w13, w2 = random_expert_weights(8, 64, 128)
+    ids = torch.tensor([[0, 1], [2, 3], [4, 5], [6, 7]])
+    weights = torch.full((4, 2), 0.5)
+    x = torch.randn(4, 64)
     before = torch.get_num_threads()
     try:
+        torch.set_num_threads(2)
+        parallel = moe_cpu.fused_moe_few_rows(x, w13, w2, weights, ids)
+        assert numba.get_num_threads() == 2 and torch.get_num_threads() == 2
         torch.set_num_threads(1)
-        moe_cpu.fused_moe_few_rows(torch.randn(2, 32), w13, w2, weights, ids)
-        assert numba.get_num_threads() == 1
+        assert torch.equal(moe_cpu.fused_moe_few_rows(x, w13, w2, weights, ids), parallel)
+        assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+ONE_THREAD_PROCESS = """
+import time, torch
+torch.set_num_threads(1)
+from raypress.kernels import moe_cpu
+w13, w2 = torch.randn(8, 256, 64), torch.randn(8, 64, 128)
+ids, weights, x = torch.tensor([[0, 1], [2, 3], [4, 5], [6, 7]]), torch.full((4, 2), 0.5), torch.randn(4, 64)
+moe_cpu.fused_moe_few_rows(x, w13, w2, weights, ids)  # the first call loads (or compiles) the kernels
+threads = torch.get_num_threads()
+wall, cpu = time.perf_counter(), time.process_time()
+for _ in range(2000):
+    moe_cpu.fused_moe_few_rows(x, w13, w2, weights, ids)
+print(threads, (time.process_time() - cpu) / (time.perf_counter() - wall))
+"""
+
+
+def test_a_one_thread_process_stays_on_one_thread_and_one_core():
+    """In a fresh process (a serving replica given one CPU): numba's OpenMP launch, on the first
+    kernel load, set the calling thread's OpenMP count to every core, so torch went on with two
+    threads; and the parallel build, even at one thread, kept an OpenMP worker spinning (1.85
+    cores busy). A loaded machine only lowers the measured ratio, so this cannot fail by load."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", ONE_THREAD_PROCESS], capture_output=True, text=True, timeout=300,
+                         cwd=str(Path(__file__).resolve().parents[2]))
+    assert out.returncode == 0, out.stderr[-2000:]
+    threads, cores = out.stdout.split()
+    assert int(threads) == 1
+    assert float(cores) < 1.3, f"one thread's kernels kept {float(cores):.2f} cores busy"
 
 
 def test_parameters_under_no_grad_and_bad_expert_ids():
