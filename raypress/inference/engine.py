@@ -344,7 +344,7 @@ class Engine:
                 new_tokens += sampled
                 finished += done
         decode_start = time.monotonic()
-        batch = list(self._running)
+        batch = sorted(self._running, key=lambda s: s.slot)  # slot order: attention reads a range of slots
         decode_experts: list[int] = []
         decode_contexts = [s.prompt_len + len(s.output_ids) - 1 for s in batch]  # cached before this token
         if batch:

@@ -10,11 +10,14 @@ back ``[0, kv_len)`` of those slots; rows of different lengths are handled by a 
 The invariant that makes this simple: a token's *position* is also its index in its slot.
 Memory is ``2 * layers * slots * max_len * kv_heads * head_dim * itemsize`` bytes, all allocated up
 front (``nbytes``), which is what the serving engine sizes its batch from. A paged design would
-share memory between short and long sequences; at the sizes served here the pool is simpler and
-its reads are one gather per layer.
+share memory between short and long sequences; at the sizes served here the pool is simpler, and
+a batch whose slots lie in a short range (slots are handed out lowest first) reads that range as
+a view (``read_span``); other batches gather their rows (``read``).
 """
 
 from __future__ import annotations
+
+import heapq
 
 import torch
 
@@ -39,7 +42,8 @@ class KVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.lengths = torch.zeros(num_slots, dtype=torch.long, device=device)
         self.max_len = max_len
-        self._free = list(range(num_slots - 1, -1, -1))  # pop() hands out slot 0 first
+        # lowest free slot first: the slots in use stay a compact range, which attention reads as a view
+        self._free = list(range(num_slots))
 
     @classmethod
     def for_config(
@@ -76,7 +80,7 @@ class KVCache:
         """Claim a free slot for a new sequence (its length starts at 0)."""
         if not self._free:
             raise RuntimeError(f"KV cache full: all {self.num_slots} slots are in use")
-        slot = self._free.pop()
+        slot = heapq.heappop(self._free)
         self.lengths[slot] = 0
         return slot
 
@@ -85,7 +89,7 @@ class KVCache:
         if slot in self._free or not 0 <= slot < self.num_slots:
             raise ValueError(f"slot {slot} is not allocated")
         self.lengths[slot] = 0
-        self._free.append(slot)
+        heapq.heappush(self._free, slot)
 
     def write(
         self,
@@ -109,3 +113,7 @@ class KVCache:
     def read(self, layer: int, slots: torch.Tensor, kv_len: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values ``(B, kv_len, kv_heads, head_dim)`` of ``slots``; the caller masks by position."""
         return self.k[layer, slots, :kv_len], self.v[layer, slots, :kv_len]
+
+    def read_span(self, layer: int, lo: int, hi: int, kv_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views (no copy) of the keys and values ``(hi - lo, kv_len, kv_heads, head_dim)`` of slots ``[lo, hi)``."""
+        return self.k[layer, lo:hi, :kv_len], self.v[layer, lo:hi, :kv_len]

@@ -164,7 +164,12 @@ class Attention(nn.Module):
         v = v.view(batch, length, self.num_kv_heads, self.head_dim)
         if cache is not None:
             cache.cache.write(self.layer, cache.slots, cache.positions, k, v, cache.valid)
-            k, v = cache.cache.read(self.layer, cache.slots, cache.kv_len)
+            if cache.span is None:
+                k, v = cache.cache.read(self.layer, cache.slots, cache.kv_len)
+            else:  # a view of the slots' range: no copy of the cached keys and values
+                k, v = cache.cache.read_span(self.layer, *cache.span, cache.kv_len)
+                if cache.rows is not None:  # queries into their slots' places; the other places idle
+                    q = q.new_zeros((cache.span[1] - cache.span[0], *q.shape[1:])).index_copy_(0, cache.rows, q)
             k, v = k.to(q.dtype), v.to(q.dtype)
         out = F.scaled_dot_product_attention(
             q.transpose(1, 2),
@@ -174,6 +179,8 @@ class Attention(nn.Module):
             is_causal=mask is None,
             enable_gqa=self.num_kv_heads != self.num_heads,
         )
+        if cache is not None and cache.rows is not None:
+            out = out.index_select(0, cache.rows)
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, q_size))
 
 
@@ -265,6 +272,27 @@ class _CacheStep:
     positions: Tensor
     valid: Tensor | None
     kv_len: int
+    span: tuple[int, int] | None = None  # read the slots [lo, hi) as a view instead of gathering
+    rows: Tensor | None = None  # each batch row's place in the span (None: the rows are the span)
+
+
+def _slot_span(slots: Tensor, mask: Tensor) -> tuple[tuple[int, int] | None, Tensor | None, Tensor]:
+    """``(span, rows, mask)``: attend over a view of the cache's slots ``[lo, hi)`` when the batch's
+    slots lie in a range at most twice its size (gathering a decode batch's cached keys and values
+    cost about half of its attention time); ``rows`` places each batch row in the span when the
+    slots are not exactly the range, and the mask grows to the span (an idle place sees one key,
+    so it computes no NaN; its output is dropped). Otherwise ``(None, None, mask)``: gather."""
+    ids = slots.tolist()
+    lo, hi = min(ids), max(ids) + 1
+    if hi - lo > 2 * len(ids):
+        return None, None, mask
+    if ids == list(range(lo, hi)):
+        return (lo, hi), None, mask
+    rows = slots - lo
+    spanned = mask.new_zeros((hi - lo, *mask.shape[1:]))
+    spanned[..., 0] = True
+    spanned[rows] = mask
+    return (lo, hi), rows, spanned
 
 
 class MoEForCausalLM(nn.Module):
@@ -338,8 +366,9 @@ class MoEForCausalLM(nn.Module):
             kv_len = int(new_lengths.max())
             if kv_len > kv_cache.max_len:
                 raise ValueError(f"sequence of {kv_len} tokens exceeds the KV cache's max_len {kv_cache.max_len}")
-            cache_step = _CacheStep(kv_cache, slots, positions, valid, kv_len)
             mask = self._position_mask(positions, torch.arange(kv_len, device=device))
+            span, rows, mask = _slot_span(slots, mask)
+            cache_step = _CacheStep(kv_cache, slots, positions, valid, kv_len, span, rows)
         else:
             if positions is None:
                 positions = steps.expand(batch, length)

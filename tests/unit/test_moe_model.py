@@ -147,6 +147,60 @@ def test_batch_of_different_lengths_with_cache_equals_each_alone():
     assert [int(c.sum()) for c in counts] == [10, 10]
 
 
+@pytest.mark.parametrize("slots,path", [([1, 2, 3], "range"), ([5, 1, 3], "span with idle places"),
+                                         ([0, 7, 4], "gather")])
+def test_every_cache_read_path_equals_each_sequence_alone(slots, path, monkeypatch):
+    """A batch reads its cached keys/values as a view of its slots' range (slots exactly a range, or
+    a range at most twice the batch with idle places, rows in any order) or gathers them (a sparse
+    batch); prefill and decode give each sequence's own logits either way."""
+    config = MIXTRAL_LIKE
+    model = _model(config, seed=11)
+    gen = torch.Generator().manual_seed(12)
+    lengths = [5, 2, 4]
+    prompts = [torch.randint(0, config.vocab_size, (n,), generator=gen) for n in lengths]
+    steps = torch.randint(0, config.vocab_size, (3, 3), generator=gen)
+    reads = {"read": 0, "read_span": 0}
+    for name in reads:
+        original = getattr(KVCache, name)
+        monkeypatch.setattr(KVCache, name, lambda self, *a, _o=original, _n=name: reads.__setitem__(_n, reads[_n] + 1)
+                            or _o(self, *a))
+
+    def alone(i: int) -> torch.Tensor:
+        cache = KVCache.for_config(config, num_slots=1, max_len=16)
+        out = [model(prompts[i][None], kv_cache=cache)[:, -1]]
+        out += [model(steps[i, t].view(1, 1), kv_cache=cache)[:, -1] for t in range(3)]
+        return torch.cat(out)
+
+    with torch.no_grad():
+        expected = [alone(i) for i in range(3)]
+        reads.update(read=0, read_span=0)
+        cache = KVCache.for_config(config, num_slots=8, max_len=16)
+        padded = torch.zeros(3, 5, dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            padded[row, : len(prompt)] = prompt
+        index = torch.tensor(slots)
+        logits = model(padded, kv_cache=cache, slots=index, input_lengths=torch.tensor(lengths))
+        got = [[logits[row, n - 1]] for row, n in enumerate(lengths)]
+        for t in range(3):
+            step = model(steps[:, t : t + 1], kv_cache=cache, slots=index)
+            for row in range(3):
+                got[row].append(step[row, 0])
+    for row in range(3):
+        torch.testing.assert_close(torch.stack(got[row]), expected[row], atol=1e-5, rtol=1e-5)
+    layers_x_passes = config.num_hidden_layers * 4
+    assert reads == ({"read": layers_x_passes, "read_span": 0} if path == "gather"
+                     else {"read": 0, "read_span": layers_x_passes})
+
+
+def test_slots_are_handed_out_lowest_first():
+    """Freed slots are reused lowest first, so the slots in use stay a compact range."""
+    cache = KVCache.for_config(MIXTRAL_LIKE, num_slots=6, max_len=4)
+    assert [cache.allocate() for _ in range(5)] == [0, 1, 2, 3, 4]
+    cache.free(3)
+    cache.free(1)
+    assert [cache.allocate(), cache.allocate(), cache.allocate()] == [1, 3, 5]
+
+
 def test_padded_forward_without_cache_matches_each_sequence_alone():
     model = _model(MIXTRAL_LIKE, seed=5)
     ids = torch.randint(0, 96, (2, 9), generator=torch.Generator().manual_seed(6))
