@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -123,9 +124,13 @@ class RequestHandle:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self._loop = None
-        self._async_queue: asyncio.Queue[GenerationEvent | Failure] | None = (
-            asyncio.Queue() if self._loop is not None else None
-        )
+        # Events for an event loop wait in a deque; the loop is woken once per batch of them, not once
+        # per token (each wake-up costs the loop thread the GIL, which the step thread needs), and a
+        # caller that wants only the result (``aresult``) is woken only by the last event.
+        self._pending: deque[GenerationEvent | Failure] = deque()
+        self._ready = asyncio.Event() if self._loop is not None else None
+        self._wakeup_scheduled = False
+        self._wake_on_last_only = False
         self._sync_queue: queue.SimpleQueue[GenerationEvent | Failure] = queue.SimpleQueue()
         self._iterated = False  # events are handed out once
         self._completion: Completion | None = None
@@ -141,24 +146,28 @@ class RequestHandle:
             self._engine._cancel(self)
 
     def __aiter__(self) -> AsyncIterator[GenerationEvent]:
-        if self._async_queue is None:
+        if self._ready is None:
             raise RuntimeError("this request was added outside an event loop: iterate it with a plain for")
         self._claim()
-        return self._aiter(self._async_queue)
+        return self._aiter(self._ready)
 
     def _claim(self) -> None:
         if self._iterated:
             raise RuntimeError(f"the events of request {self.request_id} were already read")
         self._iterated = True
 
-    async def _aiter(self, source: "asyncio.Queue[GenerationEvent | Failure]") -> AsyncIterator[GenerationEvent]:
+    async def _aiter(self, ready: asyncio.Event) -> AsyncIterator[GenerationEvent]:
         while True:
-            item = await source.get()
-            if isinstance(item, Failure):
-                self._raise(item.error)
-            yield item
-            if item.finish_reason is not None:
-                return
+            await ready.wait()
+            ready.clear()
+            self._wakeup_scheduled = False  # before draining: an event added from here on wakes us again
+            while self._pending:
+                item = self._pending.popleft()
+                if isinstance(item, Failure):
+                    self._raise(item.error)
+                yield item
+                if item.finish_reason is not None:
+                    return
 
     def __iter__(self) -> Iterator[GenerationEvent]:
         return self.events()
@@ -188,6 +197,7 @@ class RequestHandle:
     async def aresult(self) -> Completion:
         """Wait for the whole completion inside an event loop; repeatable."""
         if self._completion is None:
+            self._wake_on_last_only = True
             self._completion = _collect([event async for event in self])
         return self._completion
 
@@ -198,14 +208,19 @@ class RequestHandle:
 
     def _deliver(self, item: GenerationEvent | Failure) -> None:
         """Called by the step thread; a closed event loop (client gone) cancels the request."""
-        if isinstance(item, Failure) or item.finish_reason is not None:
+        last = isinstance(item, Failure) or item.finish_reason is not None
+        if last:
             self._finished.set()
         if self._loop is None:
             self._sync_queue.put(item)
             return
-        assert self._async_queue is not None
+        self._pending.append(item)
+        if self._wakeup_scheduled or (self._wake_on_last_only and not last):
+            return
+        self._wakeup_scheduled = True
+        assert self._ready is not None
         try:
-            self._loop.call_soon_threadsafe(self._async_queue.put_nowait, item)
+            self._loop.call_soon_threadsafe(self._ready.set)
         except RuntimeError:
             self.cancel_requested = True
 

@@ -423,3 +423,55 @@ def test_from_pretrained_serves_a_saved_model_directory(tmp_path):
     result = handle.result()
     assert len(result.token_ids) == 6
     assert result.text == tokenizer.decode(result.token_ids)  # byte-level: streamed pieces join exactly
+
+
+def test_the_event_loop_is_woken_once_per_batch_of_events_and_once_per_result():
+    """Each wake-up of the serving loop costs its thread the GIL, which the step thread needs: events
+    that arrive before the consumer runs share one wake-up, and ``aresult`` wakes only at the end."""
+    import threading
+
+    from raypress.inference.requests import RequestHandle, Usage
+
+    class Owner:
+        def _cancel(self, handle: RequestHandle) -> None:
+            pass
+
+    def events(n: int) -> list[GenerationEvent]:
+        return [GenerationEvent([i], f"t{i}") for i in range(n - 1)] + [
+            GenerationEvent([n - 1], "end", "length", Usage(1, n))]
+
+    async def main() -> tuple[list[str], int, str, int]:
+        loop = asyncio.get_running_loop()
+        wakeups = {"stream": 0, "result": 0}
+
+        def counting(name: str):
+            class Loop:
+                def call_soon_threadsafe(self, fn, *args):
+                    wakeups[name] += 1
+                    return loop.call_soon_threadsafe(fn, *args)
+            return Loop()
+
+        streamed = RequestHandle(Owner(), "s", [1], SamplingParams())
+        streamed._loop = counting("stream")
+        feeder = threading.Thread(target=lambda: [streamed._deliver(e) for e in events(5)])
+        feeder.start()
+        feeder.join()  # all five arrive before the consumer runs
+        texts = [e.text async for e in streamed]
+
+        result_only = RequestHandle(Owner(), "r", [1], SamplingParams())
+        result_only._loop = counting("result")
+        waiting = asyncio.ensure_future(result_only.aresult())
+        await asyncio.sleep(0)  # the consumer is waiting before any event arrives
+
+        def feed_slowly() -> None:
+            for event in events(6):
+                result_only._deliver(event)
+                threading.Event().wait(0.005)
+
+        await asyncio.to_thread(feed_slowly)
+        completion = await waiting
+        return texts, wakeups["stream"], completion.text, wakeups["result"]
+
+    texts, stream_wakeups, text, result_wakeups = asyncio.run(main())
+    assert texts == ["t0", "t1", "t2", "t3", "end"] and stream_wakeups == 1
+    assert text == "t0t1t2t3t4end" and result_wakeups == 1
