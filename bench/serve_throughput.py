@@ -17,6 +17,8 @@ The second baseline is Hugging Face ``transformers``' own ``generate`` on the sa
 this process (no HTTP): the streamed TPOT at concurrency 1 against its per-token decode time
 (target <= 1.5x), and tokens/s at the highest concurrency against its batched ``generate`` of the
 same requests (target >= 4x).  The last line is ``ratio N.NN``: the speedup at the highest concurrency.
+``--mixed-lengths`` gives the requests chat-like completion lengths (1/8 to 2x ``--max-tokens``): a
+static batch then decodes every row to its longest request, which continuous batching does not.
 """
 
 from __future__ import annotations
@@ -63,22 +65,36 @@ def prompts(n: int) -> list[str]:
     return [lines[i % len(lines)][:200] for i in range(n)]
 
 
-async def run_level(url: str, model: str, texts: list[str], concurrency: int, max_tokens: int) -> tuple[float, int]:
-    """(wall seconds, completion tokens) for every prompt with at most ``concurrency`` in flight."""
+def output_lengths(n: int, max_tokens: int, mixed: bool) -> list[int]:
+    """Each request's completion length: all ``max_tokens``, or (``mixed``) lengths spread like a chat
+    workload's, 1/8 to 2x ``max_tokens`` (seeded; mean ~ ``max_tokens``): what a static batch pays
+    for, since it decodes every row until its longest is done."""
+    if not mixed:
+        return [max_tokens] * n
+    import random
+
+    rng = random.Random(0)
+    return [max(1, round(max_tokens * rng.uniform(0.125, 1.875))) for _ in range(n)]
+
+
+async def run_level(url: str, model: str, texts: list[str], concurrency: int, max_tokens: int | list[int]) -> tuple[float, int]:
+    """(wall seconds, completion tokens) for every prompt with at most ``concurrency`` in flight
+    (``max_tokens``: one length for all, or one per prompt)."""
+    lengths = max_tokens if isinstance(max_tokens, list) else [max_tokens] * len(texts)
     gate = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
 
-        async def one(prompt: str) -> int:
+        async def one(prompt: str, length: int) -> int:
             async with gate:
                 response = await client.post(f"{url}/v1/completions", json={
-                    "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                    "model": model, "prompt": prompt, "max_tokens": length, "temperature": 0,
                     "ignore_eos": True})
                 response.raise_for_status()
                 return int(response.json()["usage"]["completion_tokens"])
 
         start = time.perf_counter()
-        tokens = await asyncio.gather(*(one(p) for p in texts))
+        tokens = await asyncio.gather(*(one(p, n) for p, n in zip(texts, lengths)))
         return time.perf_counter() - start, sum(tokens)
 
 
@@ -99,10 +115,13 @@ async def stream_tpot(url: str, model: str, texts: list[str], max_tokens: int) -
     return sum(gaps) / len(gaps)
 
 
-def hf_baseline(model_dir: Path, texts: list[str], max_tokens: int, batch: int, threads: int) -> dict[str, float]:
+def hf_baseline(model_dir: Path, texts: list[str], max_tokens: int, batch: int, threads: int,
+                lengths: list[int] | None = None) -> dict[str, float]:
     """Hugging Face ``transformers``' own ``generate`` on the same checkpoint, in this process (no
     HTTP): per-token decode time one request at a time ((t(N tokens) - t(1 token)) / (N - 1), greedy,
-    EOS ignored) and tokens/s of the requests batched ``batch`` at a time (left-padded)."""
+    EOS ignored) and tokens/s of the requests batched ``batch`` at a time (left-padded). With
+    per-request ``lengths`` a batch decodes to its longest request and only the tokens the requests
+    asked for count (what a static batch delivers)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -127,8 +146,9 @@ def hf_baseline(model_dir: Path, texts: list[str], max_tokens: int, batch: int, 
 
     generate(ids[:2], 2)  # warm-up
     singles = [(generate([r], max_tokens) - generate([r], 1)) / (max_tokens - 1) for r in ids[:8]]
-    batched = sum(generate(ids[i:i + batch], max_tokens) for i in range(0, len(ids), batch))
-    return {"tpot_s": sum(singles) / len(singles), "batched_tokens_per_s": len(ids) * max_tokens / batched}
+    lengths = lengths or [max_tokens] * len(ids)
+    batched = sum(generate(ids[i:i + batch], max(lengths[i:i + batch])) for i in range(0, len(ids), batch))
+    return {"tpot_s": sum(singles) / len(singles), "batched_tokens_per_s": sum(lengths) / batched}
 
 
 def start_server(backend: str, model_dir: Path, max_batch: int, threads: int):
@@ -177,6 +197,8 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--experts", type=int, default=8)
+    parser.add_argument("--mixed-lengths", action="store_true",
+                        help="completion lengths spread from 1/8 to 2x --max-tokens (a chat-like mix) instead of all equal")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if args.concurrency[0] != 1:
@@ -187,18 +209,20 @@ def main() -> None:
         url, stop = start_server(args.backend, model_dir, max(args.concurrency), args.threads)
         try:
             texts = prompts(args.requests)
+            lengths = output_lengths(len(texts), args.max_tokens, args.mixed_lengths)
             asyncio.run(run_level(url, "bench", texts[:4], 4, 4))  # warm-up: first-call costs out of the way
             print(f"backend={args.backend} model={model_dir if args.model else 'random MoE'} "
-                  f"requests={args.requests} max_tokens={args.max_tokens} threads={args.threads}")
+                  f"requests={args.requests} max_tokens={args.max_tokens}{' mixed' if args.mixed_lengths else ''} "
+                  f"threads={args.threads}")
             results = []
             for concurrency in args.concurrency:
-                seconds, tokens = asyncio.run(run_level(url, "bench", texts, concurrency, args.max_tokens))
+                seconds, tokens = asyncio.run(run_level(url, "bench", texts, concurrency, lengths))
                 results.append({"concurrency": concurrency, "seconds": seconds, "tokens": tokens,
                                 "tokens_per_s": tokens / seconds})
             tpot = asyncio.run(stream_tpot(url, "bench", texts[:8], args.max_tokens))
         finally:
             stop()
-        hf = hf_baseline(model_dir, texts, args.max_tokens, max(args.concurrency), args.threads)
+        hf = hf_baseline(model_dir, texts, args.max_tokens, max(args.concurrency), args.threads, lengths)
     base = results[0]["tokens_per_s"]
     for r in results:
         r["speedup"] = r["tokens_per_s"] / base

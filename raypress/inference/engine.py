@@ -336,8 +336,10 @@ class Engine:
         prefill_tokens = sum(s.prompt_len for s in admitted)
         prefill_experts: list[int] = []
         prefill_start = time.monotonic()
+        prefill_forward = decode_forward = 0.0
         if admitted:
             logits = self._forward_or_fail(admitted, self._prefill)
+            prefill_forward = self._since(prefill_start)
             if logits is not None:
                 prefill_experts = _distinct_experts(self.model.last_expert_counts)
                 sampled, done = self._append(admitted, logits)
@@ -349,6 +351,7 @@ class Engine:
         decode_contexts = [s.prompt_len + len(s.output_ids) - 1 for s in batch]  # cached before this token
         if batch:
             logits = self._forward_or_fail(batch, self._decode)
+            decode_forward = self._since(decode_start)
             if logits is not None:
                 decode_experts = _distinct_experts(self.model.last_expert_counts)
                 sampled, done = self._append(batch, logits)
@@ -373,11 +376,20 @@ class Engine:
             decode_experts=decode_experts,
             prefill_lengths=[s.prompt_len for s in admitted],
             decode_contexts=decode_contexts,
+            prefill_forward_seconds=prefill_forward,
+            decode_forward_seconds=decode_forward,
         )
         self._step_no += 1
         self.stats.add_step(record)
         _call(self.on_step, record)
         return record
+
+    def _since(self, start: float) -> float:
+        """Seconds since ``start`` once the device has finished the work queued so far (a GPU runs
+        the forward's kernels after the call returns; the sampling right after waits for them anyway)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.monotonic() - start
 
     def _admit(self) -> list[_Sequence]:
         """First come, first served into free slots, within the prefill token budget."""

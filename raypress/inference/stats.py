@@ -58,6 +58,10 @@ class StepRecord:
     decode_experts: list[int]
     prefill_lengths: list[int]
     decode_contexts: list[int]
+    # the forward passes alone (``*_seconds`` above also hold sampling, detokenising and handing the
+    # tokens to their requests): what S-MBU / S-MFU divide the pass's bytes and FLOPs by
+    prefill_forward_seconds: float = 0.0
+    decode_forward_seconds: float = 0.0
 
 
 class EngineStats:

@@ -134,3 +134,15 @@ def test_latency_distributions_and_throughput() -> None:
     assert s["e2e_s"]["p50"] == pytest.approx(1.5)
     with pytest.raises(ValueError):
         latency_summary([], [], [], [], wall_seconds=0.0)
+
+
+def test_passes_are_timed_by_their_forward_alone_when_the_record_has_it() -> None:
+    """A step's ``decode_seconds`` also hold sampling and handing tokens to requests; S-MBU divides
+    by the forward's own time when the record carries it (a dict from a server's JSON too)."""
+    timed = _record(1, batch_size=2, decode_seconds=0.75, decode_forward_seconds=0.5, decode_experts=[2, 2],
+                    decode_contexts=[4, 2])
+    (with_forward,) = phase_passes(TINY, [timed], "fp32", TOY, 1, "decode")
+    (whole_step,) = phase_passes(TINY, [RECORDS[1]], "fp32", TOY, 1, "decode")
+    (from_json,) = phase_passes(TINY, [asdict(timed)], "fp32", TOY, 1, "decode")
+    assert with_forward.seconds == from_json.seconds == 0.5 and whole_step.seconds == 0.75
+    assert with_forward.s_mbu == pytest.approx(whole_step.s_mbu * 0.75 / 0.5)

@@ -299,6 +299,9 @@ def test_step_records_and_metrics_callbacks(model):
     assert all(1 <= n <= CONFIG.num_local_experts for n in first.prefill_experts + first.decode_experts)
     assert first.decode_context_tokens == sum(len(p) + 1 for p in PROMPTS[:4])
     assert steps[-1].finished == 4 and steps[-1].running == 0
+    for step in steps:  # the forwards alone, inside their phases' times (which add sampling and hand-off)
+        assert 0 < step.decode_forward_seconds <= step.decode_seconds
+        assert (0 < step.prefill_forward_seconds <= step.prefill_seconds) == (step.admitted > 0)
     assert engine.stats.total_tokens == 48
     assert sorted(m.request_id for m in finished) == sorted(h.request_id for h in handles)
     for metrics in finished:

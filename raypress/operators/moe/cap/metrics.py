@@ -39,6 +39,14 @@ def _get(record: Any, name: str) -> Any:
     return record[name] if isinstance(record, Mapping) else getattr(record, name)
 
 
+def _pass_seconds(record: Any, phase: str) -> float:
+    """The forward pass's own time (``<phase>_forward_seconds``), without the sampling and the hand-off
+    of tokens the step's ``<phase>_seconds`` also hold; records without it (older servers) give that."""
+    forward = record.get(f"{phase}_forward_seconds") if isinstance(record, Mapping) else \
+        getattr(record, f"{phase}_forward_seconds", None)
+    return float(forward) if forward else float(_get(record, f"{phase}_seconds"))
+
+
 @dataclass(frozen=True)
 class PassCost:
     """One forward pass as the benchmark saw it: its work, its time, its utilisations."""
@@ -77,13 +85,13 @@ def phase_passes(
             if not ran:
                 continue
             batch = prefill_batch(_get(record, "prefill_lengths"))
-            experts, seconds = _get(record, "prefill_experts"), float(_get(record, "prefill_seconds"))
+            experts, seconds = _get(record, "prefill_experts"), _pass_seconds(record, "prefill")
         else:
             ran = _get(record, "batch_size") > 0 and bool(_get(record, "decode_experts"))
             if not ran:
                 continue
             batch = decode_batch(_get(record, "decode_contexts"))
-            experts, seconds = _get(record, "decode_experts"), float(_get(record, "decode_seconds"))
+            experts, seconds = _get(record, "decode_experts"), _pass_seconds(record, "decode")
         cost = cost_breakdown(config, batch, experts, width, width, logits="last")
         util = utilisation(cost.bytes, cost.flops, seconds, hardware, n_devices, dtype)
         passes.append(
