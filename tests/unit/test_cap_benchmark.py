@@ -256,10 +256,10 @@ def test_multiple_choice_accuracy_axis(model_dir: Path, rows: list[dict[str, Any
                   if len(p.split()) >= 40][:12]
     given = [{**rows[i % len(rows)], "id": f"r{i}", "text": text} for i, text in enumerate(paragraphs)]
     events: list[dict[str, Any]] = []
-    stage = _stage(choices=4, limit=len(rows))
+    stage = _stage(choices=4, limit=len(rows), choice_questions=20)  # 12 first windows, 8 second ones
     report = stage.benchmark(given, InProcessTarget(model_dir, max_batch_size=3), _ctx(tmp_path, events))
     choice = report.metrics["accuracy_choice"]
-    assert choice["questions"] == 12 and choice["choices"] == 4 and choice["chance"] == 0.25
+    assert choice["questions"] == 20 and choice["choices"] == 4 and choice["chance"] == 0.25
     assert 0.0 <= choice["acc"] <= 1.0 and choice["acc_interval_95"][0] <= choice["acc"] <= choice["acc_interval_95"][1]
     assert report.metrics["accuracy_axis"] == "accuracy_choice.acc"
     assert [e for e in events if e["event"] == "cap_choice_accuracy"][0]["acc"] == choice["acc"]
@@ -287,6 +287,19 @@ def test_multiple_choice_accuracy_axis(model_dir: Path, rows: list[dict[str, Any
         engine.stop()
     for (want, want_greedy), (got, got_greedy) in zip(expected, served):
         assert got == pytest.approx(want, abs=1e-3) and got_greedy == want_greedy
+
+
+def test_questions_take_windows_round_robin_up_to_the_cap(rows: list[dict[str, Any]]) -> None:
+    """windows_per_text (default 0: every window) and choice_questions reach the op's questions:
+    every text's first window before any text's second, at most choice_questions in all."""
+    paragraphs = [p for p in (Path(__file__).resolve().parents[2] / "README.md").read_text().split("\n\n")
+                  if len(p.split()) >= 40][:10]
+    given = [{**rows[0], "id": f"r{i}", "text": text} for i, text in enumerate(paragraphs)]
+    many = _stage(choices=4, choice_questions=25).questions(given, "cap")
+    assert len(many) == 25 and [q.id for q in many[:10]] == [f"r{i}" for i in range(10)]
+    assert all("@" in q.id for q in many[10:])
+    one = _stage(choices=4, choice_questions=25, windows_per_text=1).questions(given, "cap")
+    assert [q.id for q in one] == [f"r{i}" for i in range(10)] and one == many[:10]
 
 
 def test_choices_need_the_text_column(model_dir: Path, rows: list[dict[str, Any]]) -> None:

@@ -47,6 +47,85 @@ def test_questions_from_real_text():
 def test_too_few_texts_is_a_clear_error():
     with pytest.raises(ValueError, match="distinct continuations"):
         build_questions([("a", "word " * 40), ("b", "word " * 40)], n_choices=4)
+    with pytest.raises(ValueError, match="distinct continuations"):
+        build_questions([("a", "word " * 400), ("b", "word " * 400)], n_choices=4, windows_per_text=0)
+    long = " ".join(f"w{i}" for i in range(300))  # 10 distinct windows, but no other text for wrong choices
+    with pytest.raises(ValueError, match="never come from the question's own text"):
+        build_questions([("a", long), ("b", "word " * 20)], n_choices=4, windows_per_text=0)
+
+
+def tagged_rows(windows: list[int]) -> list[tuple[str, str]]:
+    """Texts whose every word names its text, so a choice says where it came from; text i holds
+    windows[i] whole 30-word windows and a few words more."""
+    return [(f"t{i}", " ".join(f"t{i}w{j}" for j in range(30 * n + 7))) for i, n in enumerate(windows)]
+
+
+def _source(choice: str) -> str:
+    return choice.split()[0].split("w")[0]
+
+
+def _offset(question_id: str) -> int:
+    return int(question_id.split("@")[1]) if "@" in question_id else 0
+
+
+def test_windows_do_not_overlap_and_wrong_choices_are_other_texts():
+    rows = readme_rows()
+    questions = build_questions(rows, windows_per_text=0, seed=0)
+    texts = dict(rows)
+    assert len(questions) > 2 * len(rows)
+    seen: dict[str, list[int]] = {}
+    for q in questions:
+        text, offset = q.id.split("@")[0], _offset(q.id)
+        words = texts[text].split()
+        assert offset % 30 == 0 and offset + 30 <= len(words)
+        assert q.context == " ".join(words[offset:offset + 24])
+        assert q.choices[q.label] == " " + " ".join(words[offset + 24:offset + 30])
+        assert len(set(q.choices)) == 4
+        seen.setdefault(text, []).append(offset)
+    for text, offsets in seen.items():  # every whole window once, in order: none overlaps another
+        assert offsets == list(range(0, len(texts[text].split()) // 30 * 30, 30))
+
+    # texts of very different lengths: late windows of the long texts draw from any other text
+    tagged = build_questions(tagged_rows([1, 1, 2, 3, 12, 12]), windows_per_text=0, seed=3)
+    assert len(tagged) == 31
+    for q in tagged:
+        own = q.id.split("@")[0]
+        assert _source(q.choices[q.label]) == own
+        assert all(_source(c) != own for i, c in enumerate(q.choices) if i != q.label)
+        if _offset(q.id) == 0:  # enough other texts at the first window: the wrong choices are theirs too
+            assert all(c.split()[0].endswith("w24") for c in q.choices)
+
+
+def test_questions_are_deterministic_by_seed():
+    rows = readme_rows()
+    first = build_questions(rows, windows_per_text=0, seed=0, limit=120)
+    assert build_questions(list(rows), windows_per_text=0, seed=0, limit=120) == first
+    assert build_questions(rows, windows_per_text=0, seed=1, limit=120) != first
+    # the cap takes a prefix: a question does not depend on how many others are built
+    assert build_questions(rows, windows_per_text=0, seed=0, limit=40) == first[:40]
+
+
+def test_round_robin_covers_every_text_before_second_windows():
+    windows = [1, 2, 9, 9, 9, 3]
+    questions = build_questions(tagged_rows(windows), windows_per_text=0, limit=14, seed=0)
+    ids = [q.id for q in questions]
+    assert ids[:6] == [f"t{i}" for i in range(6)]  # every text's first window, in row order
+    assert ids[6:11] == ["t1@30", "t2@30", "t3@30", "t4@30", "t5@30"]  # then every second one
+    assert ids[11:] == ["t2@60", "t3@60", "t4@60"]
+    capped = build_questions(tagged_rows(windows), windows_per_text=2, seed=0)
+    assert len(capped) == sum(min(n, 2) for n in windows) and max(_offset(q.id) for q in capped) == 30
+    assert capped == build_questions(tagged_rows(windows), windows_per_text=0, seed=0)[:len(capped)]
+
+
+def test_one_window_per_text_is_the_one_question_task():
+    """windows_per_text=1: one question per text, on its opening words, with the text's own id: the
+    task as it was before windows, and exactly the first round of the many-window task."""
+    rows = readme_rows()
+    one = build_questions(rows, windows_per_text=1, seed=0)
+    assert one == build_questions(rows, seed=0)  # the default
+    assert [q.id for q in one] == [rid for rid, _ in rows]
+    assert one == build_questions(rows, windows_per_text=0, seed=0)[:len(rows)]
+    assert len(build_questions(rows, windows_per_text=1, limit=5)) == 5
 
 
 def test_split_pair_moves_trailing_spaces_like_lm_eval():

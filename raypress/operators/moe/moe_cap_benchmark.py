@@ -180,7 +180,8 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
         texts = [(str(_plain_id(row.get("id", index))), str(row[p.choice_text_key] or ""))
                  for index, row in enumerate(rows)]
         try:
-            return build_questions(texts, p.choices, p.context_words, p.continuation_words)[: p.choice_questions]
+            return build_questions(texts, p.choices, p.context_words, p.continuation_words,
+                                   windows_per_text=p.windows_per_text, limit=p.choice_questions)
         except ValueError as exc:
             raise ValueError(f"moe_cap_benchmark node {node_id!r}: {exc}") from None
 

@@ -8,10 +8,15 @@ the highest is its answer (``acc``), or the highest per byte of the choice (``ac
 is 1 / choices, and the report says how far above it the model is (Wilson interval, exact binomial
 test).
 
-The task is built from held-out real text (``build_questions``): the context is a document's first
-``context_words`` words, the right choice its next ``continuation_words`` words, the wrong ones the
-words at the same place in other held-out documents -- real text of the same kind, so only the
-context tells them apart.
+The task is built from held-out real text (``build_questions``): each document is cut into
+consecutive, non-overlapping windows of ``context_words + continuation_words`` words; a window's
+context is its first ``context_words`` words, the right choice the rest, the wrong ones the words at
+the same place in other held-out documents -- real text of the same kind, so only the context tells
+them apart.  Several windows per document because a small held-out side gives too few questions
+to tell a model from chance with one each (32 questions: a 95% interval 0.3 wide); the questions
+are taken round-robin over the documents (every first window, then every second, ...) so that a
+cap on their number keeps as many documents as possible.  Windows of one document share a topic, so
+they are not independent draws: the interval and p-value treat them as if they were.
 
 Two ways to get the log-likelihoods, giving the same numbers: a model in this process
 (``model_loglikelihoods``) and an OpenAI-compatible server's ``/v1/completions`` with ``echo``,
@@ -38,27 +43,65 @@ class ChoiceQuestion:
 
 
 def build_questions(rows: Sequence[tuple[str, str]], n_choices: int = 4, context_words: int = 24,
-                    continuation_words: int = 6, seed: int = 0) -> list[ChoiceQuestion]:
-    """Questions from ``(id, text)`` rows with at least ``context_words + continuation_words`` words;
-    wrong choices are other documents' words at the same offset (distinct from the right one)."""
+                    continuation_words: int = 6, seed: int = 0, windows_per_text: int = 1,
+                    limit: int | None = None) -> list[ChoiceQuestion]:
+    """Questions from ``(id, text)`` rows with at least ``context_words + continuation_words`` words:
+    up to ``windows_per_text`` windows of each (0: every one it holds), round-robin over the rows, the
+    first ``limit`` of them (None: all).  With one window per text the ids are the rows' own, as the
+    questions were before windows; later windows are ``"<id>@<word offset>"``."""
     if n_choices < 2:
         raise ValueError("n_choices must be at least 2")
     need = context_words + continuation_words
-    usable = [(rid, text.split()) for rid, text in rows if len(text.split()) >= need]
-    spans = [" " + " ".join(words[context_words:need]) for _, words in usable]
-    if len(set(spans)) < n_choices:
-        raise ValueError(f"{len(usable)} texts of >= {need} words give {len(set(spans))} distinct continuations; "
+    texts = [(str(rid), words) for rid, text in rows if len(words := text.split()) >= need]
+    spans = [_window_spans(words, context_words, continuation_words, windows_per_text) for _, words in texts]
+    distinct = {s for doc in spans for s in doc}
+    if len(distinct) < n_choices:
+        raise ValueError(f"{len(texts)} texts of >= {need} words give {len(distinct)} distinct continuations; "
                          f"{n_choices} choices need at least {n_choices}")
-    questions = []
-    for index, (rid, words) in enumerate(usable):
-        rng = random.Random(f"{seed}:{rid}")
-        right = spans[index]
-        pool = sorted({s for s in spans if s != right})
-        wrong = rng.sample(pool, n_choices - 1)
-        label = rng.randrange(n_choices)
-        choices = wrong[:label] + [right] + wrong[label:]
-        questions.append(ChoiceQuestion(str(rid), " ".join(words[:context_words]), tuple(choices), label))
-    return questions
+    order = _round_robin([len(doc) for doc in spans])[:limit]
+    taken = [0] * len(texts)
+    for doc, _ in order:
+        taken[doc] += 1
+    built: dict[tuple[int, int], ChoiceQuestion] = {}
+    for doc, (rid, words) in enumerate(texts):
+        rng = random.Random(f"{seed}:{rid}")  # one stream per text, drawn window by window
+        for window in range(taken[doc]):
+            right, pool = spans[doc][window], _wrong_pool(spans, doc, window, n_choices - 1)
+            if len(pool) < n_choices - 1:
+                raise ValueError(f"the texts other than {rid!r} give {len(pool)} distinct continuations unlike "
+                                 f"its own; {n_choices} choices need {n_choices - 1} (wrong choices never come "
+                                 "from the question's own text)")
+            wrong = rng.sample(pool, n_choices - 1)
+            label = rng.randrange(n_choices)
+            start = window * need
+            built[doc, window] = ChoiceQuestion(
+                rid if window == 0 else f"{rid}@{start}", " ".join(words[start:start + context_words]),
+                tuple(wrong[:label] + [right] + wrong[label:]), label)
+    return [built[key] for key in order]
+
+
+def _window_spans(words: Sequence[str], context_words: int, continuation_words: int, most: int) -> list[str]:
+    """The continuation (with its leading delimiter) of each whole window, at most ``most`` (0: all)."""
+    need = context_words + continuation_words
+    count = len(words) // need if most == 0 else min(most, len(words) // need)
+    return [" " + " ".join(words[k * need + context_words:(k + 1) * need]) for k in range(count)]
+
+
+def _round_robin(counts: Sequence[int]) -> list[tuple[int, int]]:
+    """(text, window) pairs: every text's first window, then every second one, ..."""
+    return [(doc, window) for window in range(max(counts, default=0))
+            for doc, count in enumerate(counts) if window < count]
+
+
+def _wrong_pool(spans: Sequence[Sequence[str]], doc: int, window: int, need: int) -> list[str]:
+    """Other texts' continuations at the same window when there are ``need`` distinct ones, else at any
+    window; never the text's own (they share its topic) nor one equal to the right continuation.  Sorted:
+    the seeded draw from it must not depend on set order."""
+    right = spans[doc][window]
+    same = sorted({other[window] for d, other in enumerate(spans) if d != doc and window < len(other)} - {right})
+    if len(same) >= need:
+        return same
+    return sorted({s for d, other in enumerate(spans) if d != doc for s in other} - {right})
 
 
 # ---- log-likelihoods ----------------------------------------------------------------------------

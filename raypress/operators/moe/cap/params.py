@@ -37,6 +37,10 @@ class CapBenchmarkParams(Params):
     choice_questions: int = Field(200, ge=1, description="most multiple-choice questions")
     context_words: int = Field(24, ge=1, description="words of context per question")
     continuation_words: int = Field(6, ge=1, description="words per choice")
+    windows_per_text: int = Field(0, ge=0, description="most questions per held-out text, from its consecutive "
+                                  "non-overlapping windows of context_words + continuation_words words, taken "
+                                  "round-robin over the texts up to choice_questions (0: every window; 1: one "
+                                  "question per text, its opening words)")
     systems: list[Literal["kernels_off", "hf_generate"]] = Field(
         default_factory=list, description="other systems run in this process on the same checkpoint and prompts "
         "at the highest concurrency, for the systems radar: kernels_off (the raypress engine with the torch "
