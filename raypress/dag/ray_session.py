@@ -56,6 +56,14 @@ def _local_only() -> Iterator[None]:
         ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
+def _address_is_loopback(address: str) -> bool:
+    """Whether a ``host:port`` cluster address names this machine's loopback (not ``auto``, not ``ray://``)."""
+    if "://" in address or ":" not in address:
+        return False
+    host = address.rsplit(":", 1)[0]
+    return host == "localhost" or is_loopback(host)
+
+
 def _start_embedded(host: str, num_cpus: int | None, kwargs: dict[str, Any]) -> None:
     """``ray.init`` for a new local node bound to ``host``."""
     import ray
@@ -88,7 +96,11 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: st
         ignore_reinit_error=True,
     )
     if address:
-        ray.init(address=address, **kwargs)
+        # a loopback address (a local cluster, or the session's own Ray joined by a `raypress serve`):
+        # keep 127.0.0.1, which Ray would otherwise swap for the outward IP, where nothing listens
+        guard = _local_only() if _address_is_loopback(address) else contextlib.nullcontext()
+        with guard:
+            ray.init(address=address, **kwargs)
     else:
         # A loaded 2-core machine sometimes misses Ray's fixed start-up deadlines: try again.
         for attempt in range(3):

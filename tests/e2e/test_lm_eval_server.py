@@ -6,7 +6,6 @@ its log-likelihoods, acc, generated texts and exact_match equal the same model s
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -81,11 +80,10 @@ def served(ray_session, tmp_path_factory) -> Iterator[Served]:
     cmd = [sys.executable, "-m", "raypress.cli", "serve", "--model", str(model_dir), "--port", str(free_port()),
            "--model-name", "tiny", "--max-len", "256", "--max-batch-size", "4",
            "--address", ray.get_runtime_context().gcs_address]
-    # Ray 2.60 swaps a loopback address for the machine's outward IP when it joins a cluster, where the
-    # session's loopback-only Ray does not listen; its "local Ray" mode keeps 127.0.0.1
-    env = os.environ | {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    # a loopback address: `raypress serve` keeps 127.0.0.1 (Ray 2.60 would swap it for the outward IP,
+    # where the session's loopback-only Ray does not listen, and hang)
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env)
+                            text=True)
     lines: deque[str] = deque(maxlen=200)
     seen = threading.Event()
     reader = threading.Thread(target=_drain, args=(proc.stdout, lines, seen), daemon=True)

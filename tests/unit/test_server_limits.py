@@ -226,6 +226,10 @@ def test_ray_host_and_loopback_detection(monkeypatch):
     assert ray_host() == "10.9.9.9" and ray_host("10.1.2.3") == "10.1.2.3"
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1") and not is_loopback("example.org")
+    from raypress.dag.ray_session import _address_is_loopback
+
+    assert _address_is_loopback("127.0.0.1:6379") and _address_is_loopback("localhost:6379")
+    assert not any(_address_is_loopback(a) for a in ("auto", "ray://127.0.0.1:10001", "10.0.0.5:6379"))
 
 
 # ---- 5. serve on a public interface without a key warns -----------------------------------------------
