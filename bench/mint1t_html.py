@@ -9,7 +9,7 @@ Baseline (named ``parse+extract``): the same WARCs read and turned into interlea
 least work any HTML curation does.  ``ratio`` = pipeline documents/s per core / baseline's, i.e.
 what the filters, dedup, images, Ray and the ledger cost on top of parsing, per core.
 
-    python bench/mint1t_html.py [--corpus DIR] [--cpus N]
+    python bench/mint1t_html.py [--corpus DIR] [--cpus N] [--set settings.stateful_ops=actors ...]
 
 Prints documents/s per core for the pipeline, the share of operator time per node, bff_dedup's
 n-grams/s, the ratio, and the kept set against ``bench/reference/mint1t_html_kept_urls.txt``: the
@@ -74,7 +74,7 @@ def bff_core(docs: list) -> tuple[int, float, int]:
     return ngrams, time.perf_counter() - start, len(removed)
 
 
-def run_pipeline_timed(warcs: list[Path], cpus: int, run_dir: Path) -> tuple[dict, float]:
+def run_pipeline_timed(warcs: list[Path], cpus: int, run_dir: Path, extra: list[str]) -> tuple[dict, float]:
     from raypress.dag.ray_session import ensure_ray
     from raypress.dag.runner import run_pipeline
 
@@ -82,7 +82,7 @@ def run_pipeline_timed(warcs: list[Path], cpus: int, run_dir: Path) -> tuple[dic
     listed = "[" + ",".join(f"'{w}'" for w in warcs) + "]"
     start = time.perf_counter()
     ledger = run_pipeline(str(REPO / "pipelines" / "mint1t_html.yaml"), run_dir=str(run_dir),
-                          overrides=[f"warc.paths={listed}", f"images.paths={listed}"])
+                          overrides=[f"warc.paths={listed}", f"images.paths={listed}", *extra])
     return ledger, time.perf_counter() - start
 
 
@@ -118,11 +118,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=real_html_corpus.DEFAULT_OUT)
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="a pipeline override, e.g. settings.stateful_ops=actors (the engine before blocks.py)")
     args = parser.parse_args()
 
     warcs = real_html_corpus.build(args.corpus)
     run_dir = REPO / "bench" / ".runs" / f"mint1t_html-{time.strftime('%Y%m%d-%H%M%S')}"
-    ledger, seconds = run_pipeline_timed(warcs, args.cpus, run_dir)
+    ledger, seconds = run_pipeline_timed(warcs, args.cpus, run_dir, args.overrides)
     if not ledger["adds_up"]:
         raise SystemExit(f"ledger does not add up: {ledger['problems']}")
     nodes = ledger["nodes"]

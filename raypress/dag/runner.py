@@ -296,9 +296,9 @@ class Runner:
         for n in nodes:
             self.emit({"event": "node_started", "node": n.id, "op": n.op_cls.name})
         start = time.perf_counter()
-        ds, expected_in, streaming = self._segment_source(nodes)
+        ds, expected_in, streaming, cut = self._segment_source(nodes)
         for n in streaming:
-            ds = self._apply_streaming(ds, n)
+            ds = self._apply_streaming(ds, n, cut)
         from raypress.dag.sink import SegmentSink, sum_tallies
 
         sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest,
@@ -355,15 +355,21 @@ class Runner:
                     self.warn(n.id, message)
 
     def _segment_source(self, nodes: list[VNode]):
-        """The lazy Dataset entering the segment, the rows expected there, and the ops to stream."""
+        """The lazy Dataset entering the segment, the rows expected there, the ops to stream, and
+        whether the rows were cut into ``rows_per_block`` blocks (the ops' batches then fit one)."""
         head = nodes[0]
         ctx = self.ctx(head.id)
         ctx.input_rows = self._rows_in(head) if head.kind != OpKind.READER else None
         if head.kind == OpKind.READER:
-            return head.make_op().read(ctx), None, _streaming(nodes[1:])
+            ds, streaming = head.make_op().read(ctx), _streaming(nodes[1:])
+            if streaming and not any(self._in_actor_pool(n) for n in streaming):
+                from raypress.dag.blocks import cut_into_blocks
+
+                return cut_into_blocks(ds, self._rows_per_block()), None, streaming, True  # a task per block
+            return ds, None, streaming, False
         if head.kind == OpKind.DEDUPLICATOR:
             data = self._inputs(head)["data"]
-            return head.make_op(self._side_artifacts(head)).apply(data.ds, ctx), data.rows, _streaming(nodes[1:])
+            return head.make_op(self._side_artifacts(head)).apply(data.ds, ctx), data.rows, _streaming(nodes[1:]), False
         if head.kind in (OpKind.STAGE, OpKind.AGGREGATOR):
             op = head.make_op(self._side_artifacts(head))
             art = op.run(self._inputs(head), ctx) if head.kind == OpKind.STAGE else op.apply(
@@ -371,24 +377,29 @@ class Runner:
             if not isinstance(art, DatasetArtifact):
                 raise RunFailed(f"node '{head.id}' ({head.op_cls.name}) declares a Dataset output but returned "
                                 f"{type(art).__name__}")
-            return art.ds, None, _streaming(nodes[1:])
+            return art.ds, None, _streaming(nodes[1:]), False
         data = self._inputs(head)["data"]  # a streaming head whose inputs are materialized
-        return data.ds, data.rows, _streaming(nodes)
+        return data.ds, data.rows, _streaming(nodes), False
 
-    def _apply_streaming(self, ds, node: VNode):
+    def _apply_streaming(self, ds, node: VNode, cut: bool = False):
         from raypress.dag.batch_exec import StreamingOpRunner
+        from raypress.dag.worker_ops import PerWorkerOpRunner
+
+        from raypress.dag.blocks import capped_batch_size
 
         res = node.op_cls.resources
         np_ = self.settings.get("np")
-        kwargs: dict[str, Any] = dict(batch_format="pyarrow", batch_size=node.op_cls.batch_size,
-                                      num_cpus=res.num_cpus)
+        batch_size = node.op_cls.batch_size
+        if cut:
+            batch_size = capped_batch_size(batch_size, self._rows_per_block())
+        kwargs: dict[str, Any] = dict(batch_format="pyarrow", batch_size=batch_size, num_cpus=res.num_cpus)
         if res.num_gpus:
             kwargs["num_gpus"] = res.num_gpus
         if res.memory:
             kwargs["memory"] = res.memory
         runner_kwargs = dict(op_cls=node.op_cls, params=node.params, artifacts=self._side_artifacts(node),
                              node_id=node.id, stats_only=node.stats_only, timer=self.timer)
-        if node.op_cls.stateful:
+        if self._in_actor_pool(node):
             import ray
             import ray.data
 
@@ -399,7 +410,19 @@ class Runner:
             import ray.data
 
             kwargs["compute"] = ray.data.TaskPoolStrategy(size=np_)
+        if node.op_cls.stateful:  # as tasks that keep the loaded op in each worker process
+            return ds.map_batches(PerWorkerOpRunner(**runner_kwargs), **kwargs)
         return ds.map_batches(StreamingOpRunner(**runner_kwargs), **kwargs)
+
+    def _in_actor_pool(self, node: VNode) -> bool:
+        """A stateful op runs in an actor pool when it needs a GPU (the pool places and keeps it
+        there) or ``settings.stateful_ops`` says ``actors``; otherwise as tasks that keep the loaded
+        op per worker process (``PerWorkerOpRunner`` says why)."""
+        return node.op_cls.stateful and bool(node.op_cls.resources.num_gpus or
+                                             self.settings.get("stateful_ops") == "actors")
+
+    def _rows_per_block(self) -> int:
+        return int(self.settings.get("rows_per_block", 256))
 
     def _read_materialized(self, out_dir: Path, rows: int) -> DatasetArtifact:
         import pyarrow as pa
@@ -415,7 +438,10 @@ class Runner:
             # few kB here, most of it Ray Data's start-up; a node may have many consumers).
             import pyarrow.parquet as pq
 
-            ds = ray.data.from_arrow([pq.read_table(f) for f in files])
+            # files written one per block of a cut segment are small: joined again here (blocks.py)
+            from raypress.dag.blocks import coalesce_tables
+
+            ds = ray.data.from_arrow(coalesce_tables([pq.read_table(f) for f in files], self._rows_per_block()))
         else:  # a large one stays lazy, read per consumer, so memory never holds it all
             ds = ray.data.read_parquet([str(f) for f in files])
         return DatasetArtifact(ds, path=str(out_dir), rows=rows)

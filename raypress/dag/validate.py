@@ -386,6 +386,14 @@ def _check_settings(spec: PipelineSpec) -> list[Problem]:
         problems.append(Problem(f, spec.line(("settings", "concurrent_steps")),
                                 f"concurrent_steps must be an integer >= 1 (got {steps!r})",
                                 key="settings.concurrent_steps"))
+    rows = s.get("rows_per_block")
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
+        problems.append(Problem(f, spec.line(("settings", "rows_per_block")),
+                                f"rows_per_block must be an integer >= 1 (got {rows!r})", key="settings.rows_per_block"))
+    if s.get("stateful_ops") not in ("tasks", "actors"):
+        problems.append(Problem(f, spec.line(("settings", "stateful_ops")),
+                                f"stateful_ops must be 'tasks' or 'actors' (got {s.get('stateful_ops')!r})",
+                                key="settings.stateful_ops"))
     if not isinstance(s.get("allow_code"), bool):
         problems.append(Problem(f, spec.line(("settings", "allow_code")), "allow_code must be true or false",
                                 key="settings.allow_code"))

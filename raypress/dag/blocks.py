@@ -1,0 +1,64 @@
+"""How rows are cut into Ray Data blocks between a segment's steps: enough blocks to keep every
+CPU busy, few enough that per-block overhead does not dominate.
+
+Why this exists: Ray Data fuses a reader's tasks with the streaming ops after it and bundles its
+inputs (one row per file) up to the largest batch size of the fused ops, so a segment reading two
+WARC files ran its whole chain -- extraction, language ID, the NSFW detector -- as one task on one
+core (``bench/mint1t_html.py``: 24 s of a 33 s run).  Cutting the reader's output into blocks of
+``settings.rows_per_block`` rows and capping the ops' batch size at that gives one task per block,
+spread over every core.  The other side: a segment's sink writes one file per block, and the next
+segment read those back as one block each; hundreds of tiny blocks made the dedup steps after the
+MINT-1T filters 3-5x slower, so small files are joined again when read (``coalesce_tables``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:  # pragma: no cover
+    import ray.data
+
+DEFAULT_ROWS_PER_BLOCK = 256
+MAX_JOINED_BYTES = 64 << 20  # a joined block stops growing here, however few its rows
+
+
+def cut_into_blocks(ds: "ray.data.Dataset", rows_per_block: int) -> "ray.data.Dataset":
+    """``ds`` re-cut (streaming, no shuffle) into blocks of at most ``rows_per_block`` rows."""
+    return ds.repartition(target_num_rows_per_block=rows_per_block)
+
+
+def capped_batch_size(preferred: int | None, rows_per_block: int) -> int | None:
+    """An op's batch size in a cut segment: its own, at most one block (None stays None: whole blocks)."""
+    return None if preferred is None else min(preferred, rows_per_block)
+
+
+def coalesce_tables(tables: list[pa.Table], min_rows: int, max_bytes: int = MAX_JOINED_BYTES) -> list[pa.Table]:
+    """Consecutive tables joined until a block has ``min_rows`` rows or ``max_bytes`` bytes; order kept.
+
+    A table already that large stays as it is; the last block may be smaller.  Schemas are unified
+    the way Arrow does it (a column missing or all-null in one file is null there); files whose
+    schemas cannot be unified stay separate blocks: joining is an optimisation, never a cast."""
+    out: list[pa.Table] = []
+    group: list[pa.Table] = []
+    rows = size = 0
+    for table in tables:
+        group.append(table)
+        rows += table.num_rows
+        size += table.nbytes
+        if rows >= min_rows or size >= max_bytes:
+            out.extend(_joined(group))
+            group, rows, size = [], 0, 0
+    if group:
+        out.extend(_joined(group))
+    return out
+
+
+def _joined(group: list[pa.Table]) -> list[pa.Table]:
+    if len(group) == 1:
+        return group
+    try:
+        return [pa.concat_tables(group, promote_options="permissive").combine_chunks()]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return group
