@@ -296,15 +296,21 @@ class Runner:
         for n in nodes:
             self.emit({"event": "node_started", "node": n.id, "op": n.op_cls.name})
         start = time.perf_counter()
+        # rows leave in the order they came in (blocks of a cut segment run in parallel, but their
+        # tallies come back in order and number the parts: sink.number_parts)
+        ray.data.DataContext.get_current().execution_options.preserve_order = True
         ds, expected_in, streaming, cut = self._segment_source(nodes)
         for n in streaming:
             ds = self._apply_streaming(ds, n, cut)
-        from raypress.dag.sink import SegmentSink, sum_tallies
+        from raypress.dag.sink import SegmentSink, number_parts, parts_in_order, sum_tallies
 
         sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest,
                               str(self.store.rejects_dir(sink.id)), str(self.store.quarantine_dir(sink.id)),
                               bool(self.settings.get("keep_rejects")), self.timer)
         tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow").take_all()
+        number_parts([Path(p) for p in (dest, out_dir, self.store.rejects_dir(sink.id),
+                                        self.store.quarantine_dir(sink.id)) if p is not None],
+                     parts_in_order(tallies))
         chain = [(n.id, n.op_cls.name, n.kind) for n in nodes]
         counted, _ = segment_entries(chain, sum_tallies(tallies), expected_in, {})
         try:  # before anything is committed: a run over its error budget leaves no (empty) export behind

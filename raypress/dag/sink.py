@@ -28,6 +28,8 @@ from raypress.schema import (
 TALLY_SCHEMA = pa.schema([("node", pa.string()), ("kind", pa.string()), ("reason", pa.string()),
                           ("n", pa.int64())])
 LIVE, TOTAL = "_live", "_total"
+PART_TOKEN_LEN = 16
+PART = "_part"  # a tally row naming the part a sink call wrote (its reason is the part's token)
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
@@ -52,12 +54,13 @@ class SegmentSink:
         self.timer = timer  # the writer's own time goes to the run's OpTimer
 
     def __call__(self, table: pa.Table) -> pa.Table:
-        part = uuid.uuid4().hex[:16]
+        part = uuid.uuid4().hex[:PART_TOKEN_LEN]
         mask = alive_mask(table)
         live = table if mask is None else table.filter(mask)
         live = strip_tombstone_columns(live)
         self._write_live(live, part)
-        tallies: list[tuple[str, str, str, int]] = [("", LIVE, "", live.num_rows), ("", TOTAL, "", table.num_rows)]
+        tallies: list[tuple[str, str, str, int]] = [("", PART, part, 0), ("", LIVE, "", live.num_rows),
+                                                     ("", TOTAL, "", table.num_rows)]
         if mask is not None:
             dead = table.filter(pc.invert(mask))
             tallies.extend(self._write_dead(dead, part))
@@ -98,9 +101,37 @@ class SegmentSink:
 def sum_tallies(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], int]:
     totals: dict[tuple[str, str, str], int] = {}
     for r in rows:
+        if r["kind"] == PART:
+            continue
         key = (r["node"], r["kind"], r["reason"])
         totals[key] = totals.get(key, 0) + int(r["n"])
     return totals
+
+
+def parts_in_order(rows: list[dict[str, Any]]) -> list[str]:
+    """The parts' tokens in the order their tallies arrived (the rows' order: Ray Data runs with
+    ``preserve_order``)."""
+    return [r["reason"] for r in rows if r["kind"] == PART]
+
+
+def number_parts(folders: list[Path], tokens: list[str]) -> int:
+    """Rename every ``part-{token}*`` file under ``folders`` to ``part-{position:08d}-{token}*``.
+
+    Why: parts are written by parallel tasks under random tokens, so sorting their names (which is
+    how the next segment, the writers' joins and a user's ``cat part-*`` read them) scrambled the
+    rows; numbered by the order the rows arrived, a folder of parts reads back in input order, as
+    Data-Juicer's export does.  Returns the number of files renamed."""
+    position = {t: i for i, t in enumerate(tokens)}
+    renamed = 0
+    for folder in folders:
+        if not folder.exists():
+            continue
+        for path in sorted(folder.rglob("part-*")):
+            token = path.name[len("part-"):len("part-") + PART_TOKEN_LEN]
+            if token in position and path.is_file():
+                path.rename(path.with_name(f"part-{position[token]:08d}-{path.name[len('part-'):]}"))
+                renamed += 1
+    return renamed
 
 
 assert SegmentSink.__name__ == SINK_CLASS_NAME, "op_timing finds the fused sink task by this name"

@@ -1,6 +1,6 @@
 """A reader's segment runs as one task per block over every CPU, stateful ops included (as tasks
 keeping their model per worker, or in actor pools with ``settings.stateful_ops: actors``), with
-the same rows and stats either way."""
+the same rows and stats either way, and the written parts read back in input order."""
 
 from __future__ import annotations
 
@@ -60,7 +60,10 @@ def test_a_readers_rows_are_cut_into_blocks_and_stateful_ops_give_the_same_rows_
         kept = ledger["nodes"]["lang"]["rows_out"]
         assert 250 <= kept <= 350  # the English half
         parts = sorted((run_dir / "out").glob("*.parquet"))
-        outputs[mode] = {r["id"]: r["stats"] for f in parts for r in pq.read_table(f).to_pylist()}
+        rows = [r for f in parts for r in pq.read_table(f).to_pylist()]
+        outputs[mode] = {r["id"]: r["stats"] for r in rows}
+        # the parts, read in name order, give the rows in input order (file by file, line by line)
+        assert [r["doc"] for r in rows] == sorted(r["doc"] for r in rows)
         if mode == "tasks":  # one task, one written part per block of at most 50 read rows
             assert len(parts) >= 12 and max(pq.read_metadata(f).num_rows for f in parts) <= 50
     assert outputs["tasks"] == outputs["actors"]
