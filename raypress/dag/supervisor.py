@@ -105,7 +105,7 @@ class RayProcessWatch(threading.Thread):
             if not self.late_deaths:     # but one gone between the last poll and this one may be
                 self.late_deaths = [f"{self.WATCHED[name]}: Ray's {name} process (pid {pid}) ended within "
                                     f"{self.interval:g} s of the run (it may have ended it)"
-                                    for pid, name in self.seen.items() if not Path(f"/proc/{pid}").exists()]
+                                    for pid, name in self.seen.items() if not _alive(pid)]
             self._stop_event.set()
             return
         for pid, name in alive.items():
@@ -116,6 +116,21 @@ class RayProcessWatch(threading.Thread):
                 self.deaths.append(f"{self.WATCHED[name]}: Ray's {name} process (pid {pid}) ended while the "
                                    f"run was still running")
                 del self.seen[pid]
+
+
+def _state(stat: str) -> str:
+    """A /proc/PID/stat line's state letter (after the command name, which may hold spaces)."""
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[0] if fields else ""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a killed process stays a zombie in /proc until its parent reaps it,
+    and a raylet killed under a run that died from it is often still one when the run has ended."""
+    try:
+        return _state(Path(f"/proc/{pid}/stat").read_text()) not in ("Z", "X", "")
+    except OSError:
+        return False
 
 
 def _descendants(root: int) -> dict[int, str]:

@@ -199,3 +199,40 @@ def test_the_watch_notes_a_raylet_that_ends_under_a_running_run(tmp_path):
     finally:
         run.kill()
         run.wait()
+
+
+def test_a_raylet_killed_just_before_the_run_ended_is_named_though_still_a_zombie(tmp_path):
+    """The raylet dies, the run dies of it within one poll, and the killed raylet is still a zombie
+    in /proc (nobody reaped it yet): the watch must count it as gone, not alive."""
+    import shutil
+    import signal
+    import time
+
+    from raypress.dag.supervisor import RayProcessWatch, _descendants
+
+    fake = tmp_path / "raylet"
+    shutil.copy(shutil.which("sleep"), fake)
+    # run -> keeper (starts the raylet, never reaps it, outlives the run) -> raylet
+    keeper = f"import subprocess, time; subprocess.Popen([{str(fake)!r}, '60']); time.sleep(60)"
+    run = subprocess.Popen(["sh", "-c", f"{sys.executable} -c \"{keeper}\" & wait"])
+    keeper_pid = None
+    try:
+        watch = RayProcessWatch(run.pid)
+        deadline = time.time() + 10
+        while not watch.seen and time.time() < deadline:
+            watch._look()
+            time.sleep(0.05)
+        (raylet_pid,) = watch.seen
+        keeper_pid = next(pid for pid, name in _descendants(run.pid).items() if pid not in (run.pid, raylet_pid))
+        os.kill(raylet_pid, signal.SIGKILL)
+        while Path(f"/proc/{raylet_pid}/stat").read_text().split(")")[1].split()[0] != "Z":
+            time.sleep(0.01)  # a zombie now: its parent, the keeper, does not reap it
+        run.kill()
+        run.wait()
+        watch._look()  # the run is gone; the raylet is still in /proc
+        assert not watch.deaths and len(watch.late_deaths) == 1 and "raylet" in watch.late_deaths[0]
+    finally:
+        run.kill()
+        run.wait()
+        if keeper_pid is not None:
+            os.kill(keeper_pid, signal.SIGKILL)
