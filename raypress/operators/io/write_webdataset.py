@@ -5,12 +5,18 @@ This is the layout multimodal trainers stream (OBELICS/MINT-1T style loaders, ``
 ``{key}.json`` and its images ``{key}.image{i}.{ext}``.  The key is a hash of the row id because
 WebDataset splits member names at the first dot and ids contain dots and slashes; the JSON keeps
 the real id.  Every image position in the JSON's ``images`` list names its member (or is null).
+
+The tar is written with the standard library, member for member as ``webdataset.TarWriter``
+writes it (same names, order, headers; tested byte for byte): importing ``webdataset`` imports
+torch, ~1.1 s of a MINT-1T run's shards task on a fresh worker, for twenty lines of tarfile.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from typing import Any
+import tarfile
+from typing import IO, Any
 
 import pyarrow as pa
 import xxhash
@@ -23,6 +29,8 @@ from raypress.schema import ID_COL
 
 IMAGE_EXTENSIONS = {"jpeg": "jpg", "jpg": "jpg", "png": "png", "webp": "webp", "gif": "gif", "bmp": "bmp", "tiff": "tif"}
 FIXED_MTIME = 0.0  # shards are byte-for-byte reproducible
+MEMBER_MODE = 0o444  # webdataset's defaults, kept so a shard is the same bytes either way
+OWNER = "raypress"
 
 
 def sample_key(row_id: str) -> str:
@@ -69,15 +77,26 @@ class WriteWebDatasetParams(WriterParams):
     path: str = Field(description="output directory for the shards ('{run_dir}' expands to the run directory)")
 
 
-@register("write_webdataset", requires={"webdataset": "webdataset"})
+def write_samples(f: IO[bytes], samples: Any) -> None:
+    """Samples (``__key__`` plus bytes per extension) as tar members ``{key}.{ext}``, extensions
+    in sorted order, one sample after another (what ``webdataset.TarWriter(encoder=False)`` does)."""
+    with tarfile.open(fileobj=f, mode="w|") as tar:
+        for sample in samples:
+            key = sample["__key__"]
+            for ext in sorted(sample):
+                if ext.startswith("_"):
+                    continue
+                data = sample[ext]
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size, info.mtime, info.mode = len(data), FIXED_MTIME, MEMBER_MODE
+                info.uname = info.gname = OWNER
+                tar.addfile(info, io.BytesIO(data))
+
+
+@register("write_webdataset")
 class WriteWebDataset(Writer[WriteWebDatasetParams]):
     """Write interleaved documents as WebDataset tar shards (one .json per document + its images)."""
 
     def write_batch(self, table: pa.Table, dest: str, part: str) -> None:
-        import webdataset as wds
-
         with atomic_path(part_path(dest, part, ".tar")) as tmp, open(tmp, "wb") as f:
-            writer = wds.TarWriter(f, encoder=False, mtime=FIXED_MTIME, user="raypress", group="raypress")
-            for row in table.to_pylist():
-                writer.write(document_sample(row))
-            writer.close()
+            write_samples(f, (document_sample(row) for row in table.to_pylist()))
