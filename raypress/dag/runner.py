@@ -368,7 +368,7 @@ class Runner:
         ctx.input_rows = self._rows_in(head) if head.kind != OpKind.READER else None
         if head.kind == OpKind.READER:
             ds, streaming = head.make_op().read(ctx), _streaming(nodes[1:])
-            if streaming and not any(self._in_actor_pool(n) for n in streaming):
+            if self._cuts(streaming):
                 from raypress.dag.blocks import cut_into_blocks
 
                 return cut_into_blocks(ds, self._rows_per_block()), None, streaming, True  # a task per block
@@ -427,8 +427,22 @@ class Runner:
         return node.op_cls.stateful and bool(node.op_cls.resources.num_gpus or
                                              self.settings.get("stateful_ops") == "actors")
 
+    def _cuts(self, streaming: list[VNode]) -> bool:
+        """Whether a reader's rows are cut into blocks before ``streaming`` (``blocks.py`` says why).
+
+        ``rows_per_block: auto`` cuts only where an op loads a model (per-row work in milliseconds:
+        a block is worth a task); cheap text ops keep Ray Data's own blocks, which 256-row tasks made
+        1.6x slower (``bench/engine_overhead.py``) and split into hundreds of part files.  A number
+        cuts every reader-headed segment.  Never with an actor pool in the segment (not fused)."""
+        if not streaming or any(self._in_actor_pool(n) for n in streaming):
+            return False
+        return self.settings.get("rows_per_block", "auto") != "auto" or any(n.op_cls.stateful for n in streaming)
+
     def _rows_per_block(self) -> int:
-        return int(self.settings.get("rows_per_block", 256))
+        from raypress.dag.blocks import DEFAULT_ROWS_PER_BLOCK
+
+        rows = self.settings.get("rows_per_block", "auto")
+        return DEFAULT_ROWS_PER_BLOCK if rows == "auto" else int(rows)
 
     def _read_materialized(self, out_dir: Path, rows: int) -> DatasetArtifact:
         import pyarrow as pa

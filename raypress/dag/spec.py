@@ -56,7 +56,9 @@ class Settings:
         "np": None,
         "in_memory_mb": 256,  # materialized outputs up to this size stay in the object store for their readers
         "concurrent_steps": 1,  # steps (segments, stages) run at once when they do not depend on each other
-        "rows_per_block": 256,  # a reader's rows are cut into blocks this size: a task per block (dag/blocks.py)
+        # a reader's rows cut into blocks of this many: a task per block (dag/blocks.py); "auto" cuts
+        # segments whose ops load a model, at 256 rows
+        "rows_per_block": "auto",
         "stateful_ops": "tasks",  # a stateful CPU op: tasks keeping the op per worker, or "actors" (a pool)
         "allow_code": False,  # ops that run code from the file (python_lambda_mapper) need true; a service never sets it
     }

@@ -387,9 +387,10 @@ def _check_settings(spec: PipelineSpec) -> list[Problem]:
                                 f"concurrent_steps must be an integer >= 1 (got {steps!r})",
                                 key="settings.concurrent_steps"))
     rows = s.get("rows_per_block")
-    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
+    if rows != "auto" and (not isinstance(rows, int) or isinstance(rows, bool) or rows < 1):
         problems.append(Problem(f, spec.line(("settings", "rows_per_block")),
-                                f"rows_per_block must be an integer >= 1 (got {rows!r})", key="settings.rows_per_block"))
+                                f"rows_per_block must be 'auto' or an integer >= 1 (got {rows!r})",
+                                key="settings.rows_per_block"))
     if s.get("stateful_ops") not in ("tasks", "actors"):
         problems.append(Problem(f, spec.line(("settings", "stateful_ops")),
                                 f"stateful_ops must be 'tasks' or 'actors' (got {s.get('stateful_ops')!r})",

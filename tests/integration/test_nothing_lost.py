@@ -32,10 +32,12 @@ def corpus(path: Path, n: int) -> Path:
     return path
 
 
-def pipeline(tmp_path: Path, data: Path, out: str = "{run_dir}/out", extra: str = "") -> Path:
+def pipeline(tmp_path: Path, data: Path, out: str = "{run_dir}/out", extra: str = "",
+             settings: str = "{}") -> Path:
     path = tmp_path / "p.yaml"
     path.write_text(textwrap.dedent(f"""\
         name: edges
+        settings: {settings}
         nodes:
           - id: src
             op: read_jsonl
@@ -204,7 +206,10 @@ def test_a_killed_raylet_leaves_a_failed_ledger_with_the_reason(tmp_path):
     data = corpus(tmp_path / "in.jsonl", 20_000)
     run_dir = tmp_path / "run"
     env = {**os.environ, "RAYPRESS_PROGRESS": "0", "RAY_ADDRESS": ""}
-    proc = subprocess.Popen([*RAYPRESS, "run", str(pipeline(tmp_path, data)), "--run-dir", str(run_dir)],
+    # 20-row blocks: ~1,000 tasks, so the run is still going when its raylet is killed (uncut, the
+    # cheap mapper finished 20,000 rows before the kill landed)
+    slow = pipeline(tmp_path, data, settings="{rows_per_block: 20}")
+    proc = subprocess.Popen([*RAYPRESS, "run", str(slow), "--run-dir", str(run_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
     try:
         raylet = _raylet_of(psutil.Process(proc.pid))

@@ -28,8 +28,13 @@ def write_files(tmp_path: Path, files: int = 2, rows: int = 300) -> None:
                 fh.write(json.dumps({"doc": f"f{f}-{i:04d}", "text": f"{SENTENCES[i % 4]} Item {i}."}) + "\n")
 
 
-def pipeline(tmp_path: Path, rows_per_block: int, stateful_ops: str) -> Path:
-    path = tmp_path / f"p-{stateful_ops}.yaml"
+LANGUAGE = ("language_id_score_filter", "{lang: en, min_score: 0.5}")  # loads a fastText model
+WORDS = ("words_num_filter", "{min_num: 9}")  # a cheap text op
+
+
+def pipeline(tmp_path: Path, rows_per_block: int | str, stateful_ops: str = "tasks",
+             op: tuple[str, str] = LANGUAGE) -> Path:
+    path = tmp_path / f"p-{stateful_ops}-{rows_per_block}-{op[0]}.yaml"
     path.write_text(textwrap.dedent(f"""\
         name: segment-blocks
         settings: {{rows_per_block: {rows_per_block}, stateful_ops: {stateful_ops}}}
@@ -38,9 +43,9 @@ def pipeline(tmp_path: Path, rows_per_block: int, stateful_ops: str) -> Path:
             op: read_jsonl
             with: {{paths: ["{tmp_path}/part*.jsonl"], id_key: doc}}
           - id: lang
-            op: language_id_score_filter
+            op: {op[0]}
             input: src
-            with: {{lang: en, min_score: 0.5}}
+            with: {op[1]}
           - id: out
             op: write_parquet
             input: lang
@@ -67,3 +72,20 @@ def test_a_readers_rows_are_cut_into_blocks_and_stateful_ops_give_the_same_rows_
         if mode == "tasks":  # one task, one written part per block of at most 50 read rows
             assert len(parts) >= 12 and max(pq.read_metadata(f).num_rows for f in parts) <= 50
     assert outputs["tasks"] == outputs["actors"]
+
+
+def test_auto_cuts_only_segments_whose_ops_load_a_model(ray_session, tmp_path):
+    """Cheap text ops keep Ray Data's own blocks (a few parts); a number cuts them too; a model op
+    is cut under auto."""
+    write_files(tmp_path)
+    parts = {}
+    for name, rows_per_block, op in (("text-auto", "auto", WORDS), ("text-50", 50, WORDS),
+                                     ("model-auto", "auto", LANGUAGE)):
+        run_dir = tmp_path / f"run-{name}"
+        ledger = run_pipeline(str(pipeline(tmp_path, rows_per_block, op=op)), run_dir=str(run_dir))
+        assert ledger["adds_up"] and ledger["nodes"]["src"]["rows_out"] == 600
+        files = sorted((run_dir / "out").glob("*.parquet"))
+        rows = [r["doc"] for f in files for r in pq.read_table(f).to_pylist()]
+        assert rows == sorted(rows) and len(rows) == ledger["nodes"]["lang"]["rows_out"] > 0
+        parts[name] = len(files)
+    assert parts["text-auto"] <= 2 and parts["text-50"] >= 12 and parts["model-auto"] >= 2, parts

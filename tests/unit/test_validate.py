@@ -216,7 +216,8 @@ def test_a_column_dropped_upstream_cannot_be_read(tmp_path):
 @pytest.mark.parametrize("key, bad, message, good", [
     ("in_memory_mb", -1, "in_memory_mb must be a number >= 0 (got -1)", 0),
     ("concurrent_steps", 0, "concurrent_steps must be an integer >= 1 (got 0)", 3),
-    ("rows_per_block", 0, "rows_per_block must be an integer >= 1 (got 0)", 64),
+    ("rows_per_block", 0, "rows_per_block must be 'auto' or an integer >= 1 (got 0)", 64),
+    ("rows_per_block", "many", "rows_per_block must be 'auto' or an integer >= 1 (got 'many')", "auto"),
     ("stateful_ops", "pool", "stateful_ops must be 'tasks' or 'actors' (got 'pool')", "actors"),
 ])
 def test_numeric_settings_are_checked(tmp_path, key, bad, message, good):
