@@ -128,6 +128,11 @@ class Runner:
             if not address:  # on a cluster the files are looked up where the op runs, not here
                 self._check_model_files()
             ensure_ray(address)  # --address wins over a recipe's ray_address
+            import ray.data
+
+            # rows leave in the order they came in: blocks of a segment run in parallel, but their
+            # tallies come back in order and number the parts (sink.number_parts)
+            ray.data.DataContext.get_current().execution_options.preserve_order = True
             from raypress.dag.timer import OpTimer
 
             self.timer = OpTimer.remote()
@@ -296,9 +301,6 @@ class Runner:
         for n in nodes:
             self.emit({"event": "node_started", "node": n.id, "op": n.op_cls.name})
         start = time.perf_counter()
-        # rows leave in the order they came in (blocks of a cut segment run in parallel, but their
-        # tallies come back in order and number the parts: sink.number_parts)
-        ray.data.DataContext.get_current().execution_options.preserve_order = True
         ds, expected_in, streaming, cut = self._segment_source(nodes)
         for n in streaming:
             ds = self._apply_streaming(ds, n, cut)

@@ -118,6 +118,9 @@ class RayProcessWatch(threading.Thread):
                 del self.seen[pid]
 
 
+DEAD_STATES = ("Z", "X", "")  # zombie, dead, or a stat line that could not be read
+
+
 def _state(stat: str) -> str:
     """A /proc/PID/stat line's state letter (after the command name, which may hold spaces)."""
     fields = stat[stat.rfind(")") + 2:].split()
@@ -128,7 +131,7 @@ def _alive(pid: int) -> bool:
     """Whether ``pid`` runs: a killed process stays a zombie in /proc until its parent reaps it,
     and a raylet killed under a run that died from it is often still one when the run has ended."""
     try:
-        return _state(Path(f"/proc/{pid}/stat").read_text()) not in ("Z", "X", "")
+        return _state(Path(f"/proc/{pid}/stat").read_text()) not in DEAD_STATES
     except OSError:
         return False
 
@@ -144,12 +147,11 @@ def _descendants(root: int) -> dict[int, str]:
             stat = Path(entry.path, "stat").read_text()
         except OSError:
             continue
-        name_end = stat.rfind(")")
-        fields = stat[name_end + 2:].split()
-        if fields and fields[0] not in ("Z", "X"):
+        if _state(stat) not in DEAD_STATES:
+            name_end = stat.rfind(")")
             pid = int(entry.name)
             names[pid] = stat[stat.find("(") + 1:name_end]
-            parent[pid] = int(fields[1])
+            parent[pid] = int(stat[name_end + 2:].split()[1])
     found = {root} if root in names else set()
     frontier = list(found)
     children: dict[int, list[int]] = {}

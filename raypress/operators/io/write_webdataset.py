@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from collections.abc import Iterable
 from typing import IO, Any
 
 import pyarrow as pa
@@ -77,7 +78,7 @@ class WriteWebDatasetParams(WriterParams):
     path: str = Field(description="output directory for the shards ('{run_dir}' expands to the run directory)")
 
 
-def write_samples(f: IO[bytes], samples: Any) -> None:
+def write_samples(f: IO[bytes], samples: Iterable[dict[str, Any]]) -> None:
     """Samples (``__key__`` plus bytes per extension) as tar members ``{key}.{ext}``, extensions
     in sorted order, one sample after another (what ``webdataset.TarWriter(encoder=False)`` does)."""
     with tarfile.open(fileobj=f, mode="w|") as tar:
