@@ -31,9 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from raypress.operators.curation.descriptor_matching import DescriptorMatcher, scan_document  # noqa: E402
+from raypress.operators.curation.beancounter.descriptor_matching import DescriptorMatcher, scan_document  # noqa: E402
+from raypress.operators.curation.beancounter.holisticbias_descriptors import load_descriptors, surface_forms  # noqa: E402
 from raypress.operators.curation.edgar_html_to_text import EdgarHtmlToText, EdgarHtmlToTextParams  # noqa: E402
-from raypress.operators.curation.holisticbias_descriptors import load_descriptors, surface_forms  # noqa: E402
 from raypress.operators.io.read_edgar import read_edgar_file  # noqa: E402
 from raypress.schema import alive_mask  # noqa: E402
 
@@ -115,7 +115,7 @@ def main() -> None:
     sentences = sum(len(doc.sentences) for doc in found) * (d_scan // max(len(scanned), 1))
     print(f"analysis   {d_scan / s_scan:10.1f} documents/s  {b_scan / s_scan / 1e6:7.2f} MB/s per core, "
           f"{sentences / s_scan:.1f} descriptor sentences/s ({sum(len(d.sentences) for d in found)} per pass)")
-    from raypress.operators.curation.toxicity_scorers import make_scorer
+    from raypress.operators.curation.beancounter.toxicity.scorers import make_scorer
 
     scorer = make_scorer("profanity_check")
     pool = [s for doc in found for s, _, _ in doc.sentences] or ["An example sentence."]

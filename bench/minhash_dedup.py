@@ -172,8 +172,8 @@ def child_signatures(folder: Path, max_docs: int, out: Path) -> None:
     from datasketch.hashfunc import sha1_hash32
 
     from raypress.kernels import minhash as mh
-    from raypress.operators.dedup.minhash_bands import permutations
-    from raypress.operators.dedup.minhash_shingles import shingle_hashes
+    from raypress.operators.dedup.minhash.bands import permutations
+    from raypress.operators.dedup.minhash.shingles import shingle_hashes
 
     ps = planted.PlantedSet.load(folder)
     texts = ps.texts[:max_docs]
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> None:
             jobs.append({"name": f"verify={verify}", "yaml": str(y), "run_dir": str(work / f"q-verify-{verify}")})
         q = run_child(["--child", "pipe", str(args.cpus), json.dumps(jobs)])
         results["quality"] = {}
-        from raypress.operators.dedup.minhash_bands import optimal_param
+        from raypress.operators.dedup.minhash.bands import optimal_param
 
         nb, nr = optimal_param(args.threshold, NUM_PERM)
         collide = {j: 1 - (1 - j ** nr) ** nb for j in (args.threshold, 0.75, 0.8)}

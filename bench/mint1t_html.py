@@ -61,8 +61,8 @@ def baseline_parse_extract(warcs: list[Path]) -> tuple[list, float]:
 def bff_core(docs: list) -> tuple[int, float, int]:
     """(n-grams, seconds, documents removed): BFF's hashing + decisions in one process, no Ray."""
     from raypress.operators.dedup.bff_dedup import BffParams, bff_documents
-    from raypress.operators.dedup.bff_ngrams import hash_documents
-    from raypress.operators.dedup.bloom import BloomFilter, optimal_num_bits, optimal_num_hashes
+    from raypress.operators.dedup.bff.ngrams import hash_documents
+    from raypress.operators.dedup.bff.bloom import BloomFilter, optimal_num_bits, optimal_num_hashes
 
     params = BffParams()
     ngrams = hash_documents([d.texts for d in docs], [d.id for d in docs], params.ngram_size,

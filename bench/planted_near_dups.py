@@ -182,7 +182,7 @@ class PlantedSet:
 # -- shingles and exact Jaccard ---------------------------------------------------------------------
 def shingles(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The op's own shingle hashes (space tokens, window 5, lowercase): flat uint32 + offsets."""
-    from raypress.operators.dedup.minhash_shingles import shingle_hashes
+    from raypress.operators.dedup.minhash.shingles import shingle_hashes
 
     return shingle_hashes(list(texts), "space", WINDOW, True, None)
 

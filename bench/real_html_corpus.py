@@ -71,7 +71,7 @@ def download_and_extract(out: Path, package: str) -> Path:
 
 def write_docs_warc(out: Path) -> Path:
     """Every HTML page and image of DOC_PACKAGES as request + response records."""
-    from raypress.operators.io.site_warc import Site, write_site_warc
+    from raypress.operators.io.warc.site import Site, write_site_warc
 
     warc = out / "warc" / "debian-docs.warc.gz"
     if warc.exists():

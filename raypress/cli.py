@@ -14,17 +14,31 @@ from rich.table import Table
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="raypress: declarative pipelines of data, training, evaluation and serving ops on Ray.")
 # rich assumes 80 columns when piped; ledgers are wider (a supervised run is told its terminal's width)
-_WIDTH = (int(os.environ["RAYPRESS_COLUMNS"]) if os.environ.get("RAYPRESS_COLUMNS", "").isdigit()
-          else None if sys.stdout.isatty() else 160)
+_WIDTH = None if sys.stdout.isatty() else 160
 console = Console(stderr=True, highlight=False, width=_WIDTH)
 out = Console(highlight=False, width=_WIDTH)
 
 
 def _load_or_exit(file: str, overrides: list[str]):
-    from raypress.dag.validate import PipelineInvalid, PipelineUnreadable, load_pipeline
+    from raypress.dag.validate import load_pipeline
+
+    return _or_exit(file, lambda: load_pipeline(file, overrides))
+
+
+def _resolve_or_exit(file: str, overrides: list[str], run_dir: Optional[str], address: Optional[str] = None,
+                     stats_mode: bool = False, run_dir_suffix: str = ""):
+    """The pipeline as this run will run it (``dag.resolve``), or every problem and exit 2."""
+    from raypress.dag.resolve import resolve_pipeline
+
+    return _or_exit(file, lambda: resolve_pipeline(file, overrides, run_dir, cluster_address=address,
+                                                   stats_mode=stats_mode, run_dir_suffix=run_dir_suffix))
+
+
+def _or_exit(file: str, load):
+    from raypress.dag.validate import PipelineInvalid, PipelineUnreadable
 
     try:
-        return load_pipeline(file, overrides)
+        return load()
     except PipelineUnreadable as exc:  # not a pipeline at all: one line, no list
         console.print(f"error: {exc.problems[0]}", markup=False, soft_wrap=True)
         raise typer.Exit(2)
@@ -105,57 +119,52 @@ RAY_HOST_HELP = ("interface the embedded Ray listens on (default: RAYPRESS_RAY_H
                  "0.0.0.0: every interface, for other machines to join)")
 
 
-def _set_ray_host(ray_host: Optional[str]) -> None:
-    """Through the environment: ``ensure_ray`` reads it, here and in a supervised child alike."""
-    if ray_host:
-        os.environ["RAYPRESS_RAY_HOST"] = ray_host
-
-
 @app.command()
-def run(file: str = typer.Argument(..., help="pipeline YAML"),
+def run(file: str = typer.Argument(..., help="pipeline YAML (or a run directory's resolved pipeline.yaml)"),
         run_dir: Optional[str] = typer.Option(None, "--run-dir", help="default runs/<name>/<timestamp>"),
         set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)"),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded Ray, "
                                               "or RAY_ADDRESS)"),
         ray_host: Optional[str] = typer.Option(None, "--ray-host", help=RAY_HOST_HELP),
         in_process: bool = typer.Option(False, "--in-process", hidden=True,
-                                        help="run here, not in a supervised child (what the supervisor starts)")):
-    """Run a pipeline on Ray (embedded by default) and print the ledger."""
-    _set_ray_host(ray_host)
-    from raypress.dag.run_lock import RunDirLocked
-    from raypress.dag.store import default_run_dir
+                                        help="run here, not in a supervised child (what the supervisor starts)"),
+        columns: Optional[int] = typer.Option(None, "--columns", hidden=True, help="the terminal's width")):
+    """Run a pipeline on Ray (embedded by default) and print the ledger.
 
-    vp = _load_or_exit(file, set_)
-    run_dir = run_dir or default_run_dir(vp.spec.name)
-    if not in_process:  # the run in a child; this process holds the lock and settles the ledger
-        from pathlib import Path
+    The pipeline is resolved once (overrides, references, {run_dir}, absolute paths, model files) and
+    written as RUN_DIR/pipeline.yaml; the run, a resume and `raypress run RUN_DIR/pipeline.yaml` run
+    that file."""
+    from raypress.dag.run_lock import RunDirLocked, held_by_parent
 
+    if columns:
+        console.width = out.width = columns
+    resolved = _resolve_or_exit(file, set_, run_dir, address)
+    try:
+        if in_process:
+            _run_in_process(resolved, address, ray_host, take_lock=not held_by_parent(resolved.run_dir))
+            return
         from raypress.dag.supervisor import run_supervised
 
-        argv = ["run", file, "--run-dir", run_dir, *[a for s in set_ for a in ("--set", s)],
-                *(["--address", address] if address else [])]
-        try:
-            code = run_supervised(argv, Path(run_dir).resolve(), list(vp.order),
-                                  echo=lambda line: console.print(line, markup=False))
-        except RunDirLocked as exc:
-            console.print(f"error: {exc}", markup=False)
-            raise typer.Exit(2)
-        raise typer.Exit(code)
-    try:
-        _run_in_process(vp, run_dir, address)
+        # the run in a child, which runs the resolved file; this process holds the lock and settles the ledger
+        argv = ["run", str(resolved.file), *(["--address", address] if address else []),
+                *(["--ray-host", ray_host] if ray_host else [])]
+        code = run_supervised(argv, resolved, echo=lambda line: console.print(line, markup=False))
     except RunDirLocked as exc:
         console.print(f"error: {exc}", markup=False)
         raise typer.Exit(2)
+    raise typer.Exit(code)
 
 
-def _run_in_process(vp, run_dir: str, address: Optional[str]) -> None:
+def _run_in_process(resolved, address: Optional[str], ray_host: Optional[str] = None, take_lock: bool = True,
+                    ) -> Optional[dict]:
     from raypress.dag.run_lock import RunDirLocked
     from raypress.dag.runner import RunFailed, Runner
 
-    console.print(f"[bold]{vp.spec.name}[/]: {len(vp.nodes)} nodes → {run_dir}")
-    runner = Runner(vp, run_dir, address=address, on_event=_event_printer)
+    vp = resolved.vp
+    console.print(f"[bold]{vp.spec.name}[/]: {len(vp.nodes)} nodes → {resolved.run_dir}")
+    runner = Runner(resolved, address=address, ray_host=ray_host, on_event=_event_printer)
     try:
-        ledger = runner.run().to_json()
+        ledger = runner.run(take_lock=take_lock).to_json()
     except RunDirLocked:
         raise
     except RunFailed as exc:
@@ -170,26 +179,25 @@ def _run_in_process(vp, run_dir: str, address: Optional[str]) -> None:
     out.print(f"run directory: {runner.store.root}")
     if not ledger["adds_up"]:
         raise typer.Exit(1)
+    return ledger
 
 
 @app.command()
 def analyze(file: str = typer.Argument(..., help="pipeline YAML"),
-            run_dir: Optional[str] = typer.Option(None, "--run-dir", help="default runs/<name>/<timestamp>"),
+            run_dir: Optional[str] = typer.Option(None, "--run-dir", help="default runs/<name>-analyze/<timestamp>"),
             set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)"),
             address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address")):
     """Run with every filter in stats mode (nothing dropped) and print each stat's distribution."""
-    from raypress.dag.analyze import read_output, summarize, to_stats_mode
+    from raypress.dag.analyze import read_output, summarize
+    from raypress.dag.run_lock import RunDirLocked
     from raypress.dag.runner import Runner
-    from raypress.dag.store import default_run_dir
     from raypress.operators.base import OpKind
 
-    vp = _load_or_exit(file, set_)
-    filters = to_stats_mode(vp)
-    run_dir = run_dir or default_run_dir(vp.spec.name + "-analyze")
-    console.print(f"[bold]{vp.spec.name}[/]: analyzing {len(filters)} filters → {run_dir}")
-    runner = Runner(vp, run_dir, address=address, on_event=_event_printer)
-    from raypress.dag.run_lock import RunDirLocked
-
+    resolved = _resolve_or_exit(file, set_, run_dir, address, stats_mode=True, run_dir_suffix="-analyze")
+    vp = resolved.vp
+    filters = [nid for nid, node in vp.nodes.items() if node.stats_only]
+    console.print(f"[bold]{vp.spec.name}[/]: analyzing {len(filters)} filters → {resolved.run_dir}")
+    runner = Runner(resolved, address=address, on_event=_event_printer)
     try:
         runner.run()
     except RunDirLocked as exc:
@@ -224,12 +232,13 @@ def submit(file: str = typer.Argument(..., help="pipeline YAML"),
     """Submit a pipeline to a Ray cluster through the Jobs API; exit with the job's status.
 
     Paths in the pipeline mean what they mean to `run` here: relative ones are made absolute first."""
-    from raypress.cluster import ClusterError, submit_pipeline
+    from raypress.cluster import ClusterError, submit_resolved
 
-    _load_or_exit(file, set_)
+    # model files are found on the cluster, where the ops run: not pinned here
+    resolved = _resolve_or_exit(file, set_, run_dir, address=address or "auto")
     try:
-        status = submit_pipeline(file, address, run_dir, list(set_), extra_pip=list(pip) or None,
-                                 follow=not no_follow, check=not no_check,
+        status = submit_resolved(resolved, address, extra_pip=list(pip) or None, follow=not no_follow,
+                                 check=not no_check,
                                  echo=lambda s: out.print(s, markup=False, highlight=False, soft_wrap=True))
     except ClusterError as exc:
         console.print(f"error: {exc}", markup=False, soft_wrap=True)
@@ -320,7 +329,6 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
             console.print(f"serving a model needs {', '.join(sorted(missing))} (not installed here): "
                           f"pip install 'raypress[{','.join(sorted(set(missing.values())))}]'", markup=False)
             raise typer.Exit(2)
-    _set_ray_host(ray_host)
     from pydantic import ValidationError
 
     from raypress.dag.ray_session import ensure_ray
@@ -348,7 +356,7 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
             if isinstance(exc, ValidationError) else str(exc)
         console.print(f"error: {message}", markup=False)
         raise typer.Exit(2)
-    ensure_ray(address)
+    ensure_ray(address, host=ray_host)
     from ray import serve as ray_serve
 
     try:
@@ -371,6 +379,9 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
 
 def main() -> None:
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    from raypress.operators.registry import add_op_package
+
+    add_op_package("raypress.serving")  # serving's ops (serve_llm): the registry below never names serving
     app()
 
 

@@ -1,11 +1,11 @@
 """Run a pipeline YAML on a Ray cluster through the Ray Jobs API (`raypress submit`).
 
-The job runs the same file with the same CLI (`raypress.cli run ... --address auto`) on the head
-node, so a pipeline behaves the same on a laptop and on a cluster. Paths mean what they mean to
-`run`: every relative path-like parameter (and the run directory) is made absolute against the
-directory `submit` runs in and passed as `--set` overrides, so the job's own working directory
-never matters. The runtime env ships this package (`py_modules`, no network needed), the pipeline
-file alone (`working_dir`) and optionally extra pip packages. Before the pipeline goes, a probe job
+The pipeline is resolved here, once, as `run` resolves it (``dag.resolve``: overrides applied,
+relative paths and the run directory made absolute against the directory `submit` runs in), and
+the job runs that resolved file as it is with the same CLI (`raypress.cli run pipeline.yaml
+--address auto`) on the head node, so a pipeline behaves the same on a laptop and on a cluster and
+the job's own working directory never matters. The runtime env ships this package (`py_modules`,
+no network needed), the resolved file alone (`working_dir`) and optionally extra pip packages. Before the pipeline goes, a probe job
 with the same runtime env checks that the job's Python imports what the pipeline needs and sees its
 inputs, so a cluster that cannot run it is named with the fix instead of failing with a traceback.
 """
@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import socket
 import tempfile
 import time
@@ -29,13 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import yaml
-
 from raypress.dag.fingerprint import is_path_key
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
+    from raypress.dag.resolve import ResolvedPipeline
     from raypress.dag.spec import PipelineSpec
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -56,6 +54,7 @@ NO_AGENT = "No available agent to submit job"
 # Import names of the core install (pyproject `dependencies`): what every pipeline needs.
 CORE_MODULES = ("ray", "pyarrow", "pydantic", "yaml", "typer", "rich", "numpy", "xxhash", "httpx", "emoji", "numba")
 RAYPRESS_ENTRY = "raypress.cli"  # what the job's entrypoint imports
+RESOLVED_FILE = "pipeline.yaml"  # the resolved pipeline, the job's whole working_dir with the probe
 PROBE_FILE = "_raypress_probe.py"
 PROBE_SPEC = "_raypress_probe.json"
 PROBE_MARKER = "RAYPRESS_PROBE "
@@ -114,45 +113,66 @@ def submit_pipeline(
     echo: Callable[[str], Any] = print,
     check: bool = True,
 ) -> str:
-    """Submit `pipeline_path` as a Ray job at `address`; with `follow`, stream its logs and return
-    the final status ("SUCCEEDED", "FAILED", "STOPPED"), else return the status right after
-    submission.
+    """Resolve `pipeline_path` with `overrides` here (relative paths, the run directory included,
+    mean what they mean to `run` in this directory) and submit it: see :func:`submit_resolved`."""
+    from raypress.dag.resolve import resolve_pipeline
+    from raypress.dag.validate import PipelineInvalid
+
+    try:  # model files are found on the cluster, where the ops run: not pinned here
+        resolved = resolve_pipeline(pipeline_path, list(overrides), run_dir, cluster_address=address or "auto")
+    except PipelineInvalid as e:
+        first = e.problems[0]
+        more = f" (and {len(e.problems) - 1} more: raypress validate lists every problem)" if len(e.problems) > 1 else ""
+        raise ClusterError(f"{first}{more}") from None
+    return submit_resolved(resolved, address, extra_pip=extra_pip, follow=follow, echo=echo, check=check)
+
+
+def submit_resolved(
+    resolved: ResolvedPipeline,
+    address: str | None,
+    extra_pip: list[str] | None = None,
+    follow: bool = True,
+    echo: Callable[[str], Any] = print,
+    check: bool = True,
+) -> str:
+    """Submit a resolved pipeline as a Ray job at `address`; with `follow`, stream its logs and
+    return the final status ("SUCCEEDED", "FAILED", "STOPPED"), else return the status right
+    after submission.
 
     `address` is the head's dashboard URL (http://HEAD:8265) or a Ray address (HOST:6379,
-    ray://HOST:10001); None falls back to RAY_API_SERVER_ADDRESS / RAY_ADDRESS. Relative paths,
-    `run_dir` included (default runs/NAME/TIMESTAMP, as `run`), are taken relative to the current
-    directory and made absolute: on a multi-node cluster they must be on storage every node
-    mounts at the same path. With `check`, a probe job first verifies the cluster's environment.
+    ray://HOST:10001); None falls back to RAY_API_SERVER_ADDRESS / RAY_ADDRESS. The job runs the
+    resolved file as it is (`raypress run pipeline.yaml --address auto`): its paths are absolute,
+    so on a multi-node cluster they must be on storage every node mounts at the same path. With
+    `check`, a probe job first verifies the cluster's environment.
     """
-    pipeline = _checked_pipeline(pipeline_path)
-    spec = _read_spec(pipeline, overrides)
-    resolved = resolved_path_overrides(spec)
-    run_dir = absolute_run_dir(run_dir, spec.name)
+    spec = resolved.vp.spec
+    run_dir = str(resolved.run_dir)
     client = connect(address)
     if not _is_local(client.get_address()):
         echo(f"note: inputs and the run directory ({run_dir}) must be on storage the cluster's nodes "
              "mount at the same path (NFS/EFS), or on S3")
-    entrypoint = build_entrypoint(pipeline.name, run_dir, [*overrides, *resolved])
+    entrypoint = build_entrypoint(RESOLVED_FILE)
     with tempfile.TemporaryDirectory(prefix="raypress-submit-") as folder:
         working_dir = Path(folder)
-        shutil.copyfile(pipeline, working_dir / pipeline.name)  # the file alone: paths are absolute now
+        (working_dir / RESOLVED_FILE).write_text(resolved.text, encoding="utf-8")  # the file alone
         needed = _modules_needed(spec)
         if check:
             _write_probe(working_dir, needed, *_io_paths(spec, run_dir))
         runtime_env = build_runtime_env(working_dir, extra_pip, echo=echo)
         if check:
             check_cluster(client, spec.name, runtime_env, needed, extra_pip, echo=echo)
+        source = Path(resolved.resolution.source).name
         try:
             job_id = _submit(
                 client,
-                pipeline.stem,
+                Path(source).stem,
                 entrypoint=entrypoint,
                 runtime_env=runtime_env,
-                metadata={"raypress_pipeline": pipeline.name},
+                metadata={"raypress_pipeline": source, "raypress_run_dir": run_dir},
             )
         except Exception as e:  # upload refused, job server error, connection dropped
             raise ClusterError(f"submitting to {address} failed: {_one_line(e)}") from e
-    echo(f"submitted job {job_id} to {client.get_address()}: {entrypoint}")
+    echo(f"submitted job {job_id} to {client.get_address()}: {entrypoint} (run directory {run_dir})")
     try:
         if not follow:
             echo(f"follow it with: ray job logs --follow {job_id} --address {client.get_address()}")
@@ -164,58 +184,13 @@ def submit_pipeline(
         ) from e
 
 
-def _read_spec(pipeline: Path, overrides: Sequence[str]) -> PipelineSpec:
-    """The pipeline's spec with the overrides applied; a ClusterError naming its first problem."""
-    from raypress.dag.spec import read_spec
-    from raypress.dag.yaml_lines import PipelineFileError
-
-    try:
-        spec = read_spec(pipeline, list(overrides))
-    except PipelineFileError as e:
-        raise ClusterError(_one_line(e)) from e
-    if spec.problems:
-        raise ClusterError(f"{pipeline}: {spec.problems[0]} (raypress validate lists every problem)")
-    return spec
-
-
 def resolve_path(text: str, cwd: str | None = None) -> str:
     """`text` as `run` started in `cwd` reads it: `~` expanded, relative made absolute; URLs and
-    `{run_dir}` paths (expanded on the cluster) as they are."""
+    `{run_dir}` paths as they are."""
     if not text or "://" in text or "{run_dir}" in text:
         return text
     expanded = os.path.expanduser(text)
     return expanded if os.path.isabs(expanded) else os.path.normpath(os.path.join(cwd or os.getcwd(), expanded))
-
-
-def _resolved(value: Any, under_path_key: bool, cwd: str | None) -> Any:
-    """`value` with every string under a path-like key resolved, at any depth (the keys
-    raypress.dag.fingerprint reads as files: `paths`, `data_files: {train: [...]}`, `*_dir`, ...)."""
-    if isinstance(value, str):
-        return resolve_path(value, cwd) if under_path_key else value
-    if isinstance(value, list):
-        return [_resolved(v, under_path_key, cwd) for v in value]
-    if isinstance(value, dict):
-        return {k: _resolved(v, under_path_key or is_path_key(str(k)), cwd) for k, v in value.items()}
-    return value
-
-
-def resolved_path_overrides(spec: PipelineSpec, cwd: str | None = None) -> list[str]:
-    """`NODE.PARAM=VALUE` overrides that make each node's path-like parameters absolute, for the
-    parameters that change (VALUE is JSON, which `--set` reads as YAML)."""
-    out = []
-    for node in spec.nodes:
-        for key, value in node.params.items():
-            new = _resolved(value, is_path_key(str(key)), cwd)
-            if new != value:
-                out.append(f"{node.id}.{key}={json.dumps(new)}")
-    return out
-
-
-def absolute_run_dir(run_dir: str | None, name: str, cwd: str | None = None) -> str:
-    """The run directory `run` would use here (default runs/NAME/TIMESTAMP), absolute."""
-    from raypress.dag.store import default_run_dir
-
-    return resolve_path(run_dir or default_run_dir(name), cwd)
 
 
 def _io_paths(spec: PipelineSpec, run_dir: str) -> tuple[list[list[str]], list[list[str]]]:
@@ -224,8 +199,9 @@ def _io_paths(spec: PipelineSpec, run_dir: str) -> tuple[list[list[str]], list[l
     An input missing here too is left to the run (its reader says "no file matches"): only what
     this machine sees and the cluster does not is a visibility problem worth stopping for."""
     from raypress.operators.base import OpKind
-    from raypress.operators.registry import get_op
+    from raypress.operators.registry import add_op_package, get_op
 
+    add_op_package("raypress.serving")  # a pipeline may name serving's ops (serve_llm)
     inputs, outputs = [], [[f"--run-dir {run_dir}", run_dir]]
     for node in spec.nodes:
         try:
@@ -264,8 +240,9 @@ def _exists_here(path: str) -> bool:
 
 def _modules_needed(spec: PipelineSpec) -> dict[str, tuple[str, str] | None]:
     """Import name -> (op, extra) that needs it, None for the core install and raypress itself."""
-    from raypress.operators.registry import requirements
+    from raypress.operators.registry import add_op_package, requirements
 
+    add_op_package("raypress.serving")
     needed: dict[str, tuple[str, str] | None] = dict.fromkeys(CORE_MODULES)
     for node in spec.nodes:
         for module, extra in requirements(node.op).items():
@@ -421,15 +398,10 @@ def _submit(client: JobSubmissionClient, name: str, **job: Any) -> str:
         time.sleep(POLL_INTERVAL_S)
 
 
-def build_entrypoint(pipeline_name: str, run_dir: str | None, overrides: Sequence[str]) -> str:
-    """The shell command the job runs: the local `raypress run`, joined to the cluster."""
-    args = ["python", "-m", "raypress.cli", "run", pipeline_name]
-    if run_dir is not None:
-        args += ["--run-dir", run_dir]
-    for override in overrides:
-        args += ["--set", override]
-    args += ["--address", "auto"]
-    return shlex.join(args)
+def build_entrypoint(resolved_file: str) -> str:
+    """The shell command the job runs: the resolved pipeline as it is, joined to the cluster (its
+    run directory is recorded in the file)."""
+    return shlex.join(["python", "-m", "raypress.cli", "run", resolved_file, "--address", "auto"])
 
 
 def build_runtime_env(
@@ -485,11 +457,9 @@ def _use_local_token() -> bool:
     """
     if os.environ.get("RAY_AUTH_MODE"):
         return False
-    from ray._private.authentication.authentication_token_setup import (
-        maybe_enable_token_auth_if_token_available,
-    )
+    from raypress.dag.ray_compat import enable_token_auth_if_available
 
-    return maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    return enable_token_auth_if_available()
 
 
 def follow_job(client: JobSubmissionClient, job_id: str, echo: Callable[[str], Any] = print) -> str:
@@ -521,20 +491,6 @@ async def _tail_logs(client: JobSubmissionClient, job_id: str, echo: Callable[[s
             streamed = True
             echo(chunk.rstrip("\n"))
     return streamed
-
-
-def _checked_pipeline(pipeline_path: str) -> Path:
-    """The pipeline file, resolved; a ClusterError before anything is uploaded if it is unusable."""
-    path = Path(pipeline_path).expanduser()
-    if not path.is_file():
-        raise ClusterError(f"pipeline file not found: {pipeline_path}")
-    try:
-        spec = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ClusterError(f"{pipeline_path} is not valid YAML: {_one_line(e)}") from e
-    if not isinstance(spec, dict):
-        raise ClusterError(f"{pipeline_path} is not a pipeline (expected a mapping at the top)")
-    return path.resolve()
 
 
 def _check_reachable(address: str) -> None:

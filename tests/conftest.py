@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from raypress.operators.registry import add_op_package
+
+# what `raypress.cli.main` does for a real run: serving's ops (serve_llm) join the registry from the top
+add_op_package("raypress.serving")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("RAYPRESS_SHARED_DATA", REPO.parent / "shared" / "data"))
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import random
 
-from raypress.operators.reasoning.families.step_text import solution_text
-from raypress.operators.reasoning.tasks import get_family
-from raypress.operators.reasoning.types import PolicyReply, Task
+from raypress.operators.reasoning.tasks.families.step_text import solution_text
+from raypress.operators.reasoning.tasks.catalog import get_family
+from raypress.operators.reasoning.search.types import PolicyReply, Task
 
 
 class RuleSolver:

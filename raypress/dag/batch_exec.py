@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raypress.op_timing import report_time
+from raypress.dag.op_timing import report_time
 from raypress.operators.base import Filter, Mapper, Operator
 from raypress.schema import (
     DETAIL_COL,

@@ -12,8 +12,9 @@ import contextlib
 import ipaddress
 import logging
 import os
-from collections.abc import Iterator
 from typing import Any
+
+from raypress.dag.ray_compat import loopback_node_ip
 
 HOST_ENV = "RAYPRESS_RAY_HOST"
 LOOPBACK = "127.0.0.1"
@@ -34,26 +35,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-@contextlib.contextmanager
-def _local_only() -> Iterator[None]:
-    """Let Ray keep a loopback node IP while it starts.
-
-    Why: Ray 2.60 swaps a loopback ``_node_ip_address`` for the machine's outward IP
-    (``services.resolve_ip_for_localhost``) unless ``ray_constants.ENABLE_RAY_CLUSTER`` is off —
-    its "local Ray" mode on Windows/macOS, in which the node IP is 127.0.0.1 and every gRPC server
-    (bound to the node IP) listens on loopback. The constant is read when the node starts (the
-    raylet, GCS and agents get ``--node-ip-address``), so it is switched off for ``ray.init`` only.
-    """
-    from ray._private import ray_constants
-
-    saved = ray_constants.ENABLE_RAY_CLUSTER
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    try:
-        yield
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
 def _address_is_loopback(address: str) -> bool:
@@ -100,7 +81,7 @@ def _start_embedded(host: str, num_cpus: int | None, kwargs: dict[str, Any]) -> 
     if host in EVERY_INTERFACE:
         ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
         return
-    guard = _local_only() if is_loopback(host) else contextlib.nullcontext()
+    guard = loopback_node_ip() if is_loopback(host) else contextlib.nullcontext()
     with guard:
         ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address=host, **kwargs)
 
@@ -127,7 +108,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: st
     if address:
         # a loopback address (a local cluster, or the session's own Ray joined by a `raypress serve`):
         # keep 127.0.0.1, which Ray would otherwise swap for the outward IP, where nothing listens
-        guard = _local_only() if _address_is_loopback(address) else contextlib.nullcontext()
+        guard = loopback_node_ip() if _address_is_loopback(address) else contextlib.nullcontext()
         with guard:
             ray.init(address=address, **kwargs)
     else:

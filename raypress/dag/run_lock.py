@@ -5,9 +5,9 @@ quadrupled) and then mark every node finished, so later runs keep the corruption
 
 The lock is an `flock` on `<run_dir>/.lock` (released by the kernel when the holder dies, so a
 crashed run never blocks the next one) plus the holder's PID, host and start time written in the
-file, which is what a refused run prints.  A process started by the holder (the CLI's supervisor
-runs the pipeline in a child) is let in by `RAYPRESS_RUN_LOCK_HOLDER`: the lock file must name
-that process as holder and it must be the child's parent.
+file, which is what a refused run prints.  The CLI's supervisor holds the lock and runs the
+pipeline in a child; the child checks with :func:`held_by_parent` that the lock file names its
+parent as holder, and runs without taking the lock again.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import IO, Any
 
 LOCK_NAME = ".lock"
-HOLDER_ENV = "RAYPRESS_RUN_LOCK_HOLDER"
 
 
 class RunDirLocked(Exception):
@@ -44,7 +43,6 @@ class RunLock:
     run_dir: Path
     command: str = "raypress run"
     _fh: IO[str] | None = None
-    _inherited: bool = False
 
     @property
     def path(self) -> Path:
@@ -52,9 +50,6 @@ class RunLock:
 
     def acquire(self) -> "RunLock":
         Path(self.run_dir).mkdir(parents=True, exist_ok=True)
-        if self._held_by_parent():
-            self._inherited = True
-            return self
         fh = open(self.path, "a+", encoding="utf-8")
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -81,17 +76,6 @@ class RunLock:
             self._fh.close()
             self._fh = None
 
-    def child_env(self) -> dict[str, str]:
-        """Environment for a child process that runs under this lock."""
-        return {HOLDER_ENV: str(os.getpid())}
-
-    def _held_by_parent(self) -> bool:
-        holder_pid = os.environ.get(HOLDER_ENV)
-        if not holder_pid or not holder_pid.isdigit() or int(holder_pid) != os.getppid():
-            return False
-        holder = read_holder(self.path)
-        return holder.get("pid") == int(holder_pid) and holder.get("host") == socket.gethostname()
-
     def __enter__(self) -> "RunLock":
         return self.acquire()
 
@@ -106,3 +90,10 @@ def read_holder(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def held_by_parent(run_dir: str | Path) -> bool:
+    """Whether the lock of ``run_dir`` is held by this process's parent on this host (the CLI's
+    supervisor, for the child that runs the pipeline)."""
+    holder = read_holder(Path(run_dir) / LOCK_NAME)
+    return holder.get("pid") == os.getppid() and holder.get("host") == socket.gethostname()

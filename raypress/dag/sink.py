@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from raypress.op_timing import SINK_CLASS_NAME, flush_times, report_time
+from raypress.dag.op_timing import flush_times, report_time
+from raypress.dag.ray_compat import SINK_CLASS_NAME
 from raypress.operators.base import Writer
 from raypress.schema import (
     ID_COL,
@@ -134,4 +135,4 @@ def number_parts(folders: list[Path], tokens: list[str]) -> int:
     return renamed
 
 
-assert SegmentSink.__name__ == SINK_CLASS_NAME, "op_timing finds the fused sink task by this name"
+assert SegmentSink.__name__ == SINK_CLASS_NAME, "ray_compat finds the fused sink task by this name"

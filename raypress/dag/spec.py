@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,9 @@ from raypress.dag.yaml_lines import LocatedDoc, load_located, read_pipeline_text
 from raypress.schema import STATS_COL
 from raypress.suggest import did_you_mean
 
-NATIVE_TOP_KEYS = ("name", "description", "settings", "nodes")
+NATIVE_TOP_KEYS = ("name", "description", "resolved", "settings", "nodes")
+RESOLVED_KEY = "resolved"  # the top-level key that marks a resolved file (dag/resolve.py) and says from what
+RESOLVED_FIELDS = ("source", "overrides", "run_dir", "base_dir")
 TOP_KEYS = NATIVE_TOP_KEYS + tuple(k for k in dj_compat.GLOBAL_KEYS if k not in NATIVE_TOP_KEYS)
 NODE_KEYS = ("id", "op", "with", "input", "mode", "description")
 NODE_MODES = ("run", "stats")
@@ -64,6 +67,22 @@ class Settings:
     }
 
 
+@dataclass(frozen=True)
+class Resolution:
+    """Where a resolved pipeline came from: recorded in its file, so any process can run it as is."""
+
+    source: str  # the user's pipeline file (absolute)
+    overrides: tuple[str, ...]  # the `--set` flags it was resolved with
+    run_dir: str  # absolute; `{run_dir}` in params is expanded to it
+    base_dir: str  # what relative paths were relative to (the directory the run was started from)
+
+    def header(self) -> str:
+        sets = " ".join(f"--set {o}" for o in self.overrides)
+        return (f"# Resolved by raypress from {self.source}{' with ' + sets if sets else ''}.\n"
+                "# Every process of this run runs this file as it is (overrides, references, {run_dir},\n"
+                "# absolute paths, model files and defaults are already applied); edit the source instead.\n")
+
+
 @dataclass
 class NodeSpec:
     """One node as written: `op`, `with` params, `input` (None, a name, a list, or a mapping)."""
@@ -100,24 +119,10 @@ class PipelineSpec:
     notices: list[str] = field(default_factory=list)  # accepted Data-Juicer keys: what raypress does instead
     text_key: str | None = None  # Data-Juicer's `text_keys`: the default `text_key` of the recipe's ops
     ray_address: str | None = None  # Data-Juicer's `ray_address` when it names a cluster (not "auto")
+    resolution: Resolution | None = None  # set when the file is a resolved one (dag/resolve.py)
 
     def line(self, path: tuple) -> int | None:
         return self.doc.line(path)
-
-    def resolved_yaml(self) -> str:
-        """The pipeline as it will run (overrides applied, shorthand expanded)."""
-        out = {
-            "name": self.name,
-            "description": self.description,
-            "settings": self.settings,
-            "nodes": [
-                {k: v for k, v in (("id", n.id), ("op", n.op), ("input", n.input),
-                                   ("mode", None if n.mode == "run" else n.mode),
-                                   ("with", n.params)) if v not in (None, {})}
-                for n in self.nodes
-            ],
-        }
-        return yaml.safe_dump(out, sort_keys=False)
 
 
 def read_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> PipelineSpec:
@@ -181,6 +186,12 @@ def spec_from_doc(doc: LocatedDoc, overrides=(), default_name: str = "pipeline")
         text_key=dj.text_key,
         ray_address=dj.ray_address,
     )
+    if RESOLVED_KEY in data:
+        resolution = resolution_from(data[RESOLVED_KEY])
+        if isinstance(resolution, str):
+            problems.append(Problem(f, doc.line((RESOLVED_KEY,)), resolution, key=RESOLVED_KEY))
+        else:
+            spec.resolution = resolution
     apply_overrides(spec, overrides)
     resolve_param_references(spec)
     return spec
@@ -539,3 +550,14 @@ def resolve_param_references(spec: PipelineSpec) -> None:
                 continue
             spec.problems.append(where)
 
+
+def resolution_from(raw: Any) -> Resolution | str:
+    """The ``resolved:`` mapping of a file as a Resolution, or why it is not one."""
+    if not isinstance(raw, dict) or set(raw) != set(RESOLVED_FIELDS):
+        return f"`{RESOLVED_KEY}` must be a mapping of {', '.join(RESOLVED_FIELDS)} (raypress writes it)"
+    if not all(isinstance(raw[k], str) and os.path.isabs(raw[k]) for k in ("source", "run_dir", "base_dir")):
+        return f"`{RESOLVED_KEY}`: source, run_dir and base_dir must be absolute paths"
+    overrides = raw["overrides"]
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        return f"`{RESOLVED_KEY}.overrides` must be a list of strings"
+    return Resolution(raw["source"], tuple(overrides), raw["run_dir"], raw["base_dir"])

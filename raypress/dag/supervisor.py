@@ -21,10 +21,12 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Iterable
 
+from raypress.dag.resolve import ResolvedPipeline
 from raypress.dag.run_lock import RunLock
 
 TAIL_LINES = 400
 IN_PROCESS_FLAG = "--in-process"
+COLUMNS_FLAG = "--columns"  # the terminal's width, for the child's tables
 
 # What Ray and Python print when the run dies under the runner, most telling first.
 CAUSES: tuple[tuple[str, str], ...] = (
@@ -38,17 +40,22 @@ CAUSES: tuple[tuple[str, str], ...] = (
 _EXCEPTION_LINE = re.compile(r"^(?:\S+\.)?([A-Z]\w*(?:Error|Exception|Exit))(?::\s*(.*))?$")
 
 
-def run_supervised(argv: list[str], run_dir: Path, node_order: list[str],
-                   echo: Callable[[str], None]) -> int:
-    """Run ``raypress <argv> --in-process`` in a child under the run directory's lock; return its
-    exit code, after making sure ``ledger.json`` says how the run ended.  Raises RunDirLocked."""
+def run_supervised(argv: list[str], resolved: ResolvedPipeline, echo: Callable[[str], None]) -> int:
+    """Write the resolved pipeline into its run directory and run ``raypress <argv> --in-process``
+    (``argv`` names that file) in a child under the run directory's lock; return the child's exit
+    code, after making sure ``ledger.json`` says how the run ended.  Raises RunDirLocked.
+
+    What crosses to the child: the resolved file (the child parses it, once) and flags; the
+    environment only carries ``FORCE_COLOR`` when the terminal is ours (the child writes to pipes, so
+    it cannot tell that its output ends on a terminal; rich reads that variable)."""
+    run_dir = resolved.run_dir
     lock = RunLock(run_dir, command="raypress " + " ".join(argv[:2])).acquire()
     try:
-        # the child re-reads the pipeline: its notices were printed here already (by `load_pipeline`)
-        env = {**os.environ, **lock.child_env(), "RAYPRESS_NOTICES_SHOWN": "1"}
+        resolved.write()
+        env = dict(os.environ)
         if sys.stdout.isatty() or sys.stderr.isatty():  # the child writes to pipes, read by a terminal
             env.setdefault("FORCE_COLOR", "1")
-            env["RAYPRESS_COLUMNS"] = str(shutil.get_terminal_size().columns)
+            argv = [*argv, COLUMNS_FLAG, str(shutil.get_terminal_size().columns)]
         # both streams pass through us: Ray prints its own processes' deaths (a raylet's included)
         # to the driver's stdout, Python's errors go to stderr
         child = subprocess.Popen([sys.executable, "-m", "raypress.cli", *argv, IN_PROCESS_FLAG], env=env,
@@ -67,7 +74,7 @@ def run_supervised(argv: list[str], run_dir: Path, node_order: list[str],
         # a raylet/GCS gone in the same poll as the run is evidence only when the run failed with
         # Ray's own exit code 1 and nothing better was printed (it is listed last: weakest first found)
         late = watch.late_deaths if rc == 1 else []
-        return _settle(run_dir, rc, [*tail, *watch.deaths, *late], node_order, echo)
+        return _settle(run_dir, rc, [*tail, *watch.deaths, *late], list(resolved.vp.order), echo)
     finally:
         lock.release()
 

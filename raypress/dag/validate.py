@@ -7,7 +7,6 @@ inputs, wrong input slots, cycles, artifact types that do not fit an edge, unkno
 from __future__ import annotations
 
 import sys
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,23 +65,27 @@ class PipelineUnreadable(PipelineInvalid):
     """The file is no pipeline at all (missing, binary, too large, not YAML): one problem, one line."""
 
 
-def load_pipeline(path: str | Path, overrides=()) -> ValidatedPipeline:
-    """Read + validate; raise :class:`PipelineInvalid` listing every problem."""
+def read_pipeline_spec(path: str | Path, overrides=()) -> PipelineSpec:
+    """Parse a pipeline file (the one YAML parse a process does); PipelineUnreadable when it is no
+    pipeline at all."""
     try:
-        spec = read_spec(path, overrides)
+        return read_spec(path, overrides)
     except PipelineFileError as exc:
         raise PipelineUnreadable([Problem(exc.file, exc.line, exc.message)]) from None
     except OSError as exc:
         raise PipelineUnreadable([Problem(str(path), None, f"cannot read pipeline: {exc.strerror or exc}")]) from None
+
+
+def load_pipeline(path: str | Path, overrides=()) -> ValidatedPipeline:
+    """Read + validate (what `validate` and `plan` need; a run resolves: ``dag.resolve``); raise
+    :class:`PipelineInvalid` listing every problem."""
+    spec = read_pipeline_spec(path, overrides)
     print_notices(spec)
     return validate(spec)
 
 
 def print_notices(spec: PipelineSpec) -> None:
-    """One line per accepted Data-Juicer key that raypress handles its own way (stderr: not an error).
-    Not again in a supervised run's child (``RAYPRESS_NOTICES_SHOWN``): the supervisor printed them."""
-    if os.environ.get("RAYPRESS_NOTICES_SHOWN"):
-        return
+    """One line per accepted Data-Juicer key that raypress handles its own way (stderr: not an error)."""
     for notice in spec.notices:
         print(f"note: {notice}", file=sys.stderr)
 

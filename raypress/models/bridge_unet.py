@@ -16,7 +16,6 @@ classifier, the MoE) fails with a clear message instead of a state-dict key erro
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from raypress.models.config_dict import checked_fields, config_to_dict, read_model_config
+from raypress.models.config_dict import checked_fields, config_to_dict, read_model_config, save_model_dir
 
 KIND = "bridgepure_ddbm"  # the `kind` in config.json of a saved bridge model
 CONFIG_FILE = "config.json"
@@ -210,16 +209,7 @@ def save_bridge(model: BridgeUNet, config: Mapping[str, Any] | None, directory: 
     sigma_max/sigma_data/beta, sampler defaults, training metadata); it must be JSON-able.
     Save the EMA weights (``ema.module``) when training keeps them: those are the ones to sample with.
     """
-    extra = dict(config or {})
-    for reserved in ("kind", "unet"):
-        if reserved in extra:
-            raise ValueError(f"config key {reserved!r} is reserved by save_bridge")
-    path = Path(directory)
-    path.mkdir(parents=True, exist_ok=True)
-    manifest = {"kind": KIND, "unet": model.config.to_dict(), **extra}
-    (path / CONFIG_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, path / WEIGHTS_FILE)
-    return path
+    return save_model_dir(model, directory, KIND, "unet", config, "save_bridge", CONFIG_FILE, WEIGHTS_FILE)
 
 
 def load_bridge(directory: str | Path, device: str | torch.device = "cpu") -> tuple[BridgeUNet, dict[str, Any]]:

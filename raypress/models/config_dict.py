@@ -43,3 +43,23 @@ def read_model_config(path: Path, config_file: str, kind: str, section: str, wha
     if section not in config:
         raise ValueError(f"{config_path} has no {section!r} section; it was not written by {writer}")
     return config
+
+
+def save_model_dir(model: Any, directory: str | Path, kind: str, section: str, extra: Mapping[str, Any] | None,
+                   writer: str, config_file: str = "config.json", weights_file: str = "model.pt") -> Path:
+    """Write a Model directory: ``config_file`` (``kind``, the network's config under ``section``, and
+    ``extra``, which must be JSON-able and may not use those two keys) and ``weights_file`` (the
+    state dict on CPU).  The one saver behind ``save_bridge`` and ``save_classifier`` (``writer``
+    names the caller in the error); ``read_model_config`` reads what it writes."""
+    import torch
+
+    extra = dict(extra or {})
+    for reserved in ("kind", section):
+        if reserved in extra:
+            raise ValueError(f"config key {reserved!r} is reserved by {writer}")
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    manifest = {"kind": kind, section: model.config.to_dict(), **extra}
+    (path / config_file).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, path / weights_file)
+    return path

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from raypress.models.config_dict import checked_fields, config_to_dict, read_model_config
+from raypress.models.config_dict import checked_fields, config_to_dict, read_model_config, save_model_dir
 
 KIND = "image_classifier"
 SET_KIND = "image_classifier_set"  # several seeds of one recipe: seed_<k>/ subdirectories
@@ -141,16 +141,7 @@ class ImageClassifier(nn.Module):
 def save_classifier(model: ImageClassifier, directory: str | Path,
                     extra: Mapping[str, Any] | None = None) -> Path:
     """Write ``config.json`` (kind + network config + ``extra``) and ``model.pt`` into ``directory``."""
-    extra = dict(extra or {})
-    for reserved in ("kind", "model"):
-        if reserved in extra:
-            raise ValueError(f"config key {reserved!r} is reserved by save_classifier")
-    path = Path(directory)
-    path.mkdir(parents=True, exist_ok=True)
-    manifest = {"kind": KIND, "model": model.config.to_dict(), **extra}
-    (path / CONFIG_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, path / WEIGHTS_FILE)
-    return path
+    return save_model_dir(model, directory, KIND, "model", extra, "save_classifier", CONFIG_FILE, WEIGHTS_FILE)
 
 
 def load_classifier(directory: str | Path,

@@ -30,6 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+# ``route``: softmax over all experts (fp32), keep the top-k, Mixtral renormalises them; the kernels'
+# torch reference is the one definition (differentiable, so training uses it too)
+from raypress.kernels.moe_reference import topk_softmax_reference as route
 from raypress.models.kv_cache import KVCache
 from raypress.models.moe_config import MoEConfig
 
@@ -85,15 +88,6 @@ def _inference_kernels() -> tuple[RouteFn, ExpertFn]:
 def default_expert_fn() -> ExpertFn:
     """The expert function inference uses unless a block's ``expert_fn`` is set."""
     return _inference_kernels()[1]
-
-
-def route(router_logits: Tensor, top_k: int, renormalize: bool) -> tuple[Tensor, Tensor]:
-    """Softmax over all experts (fp32), keep the top-k; Mixtral renormalises them to sum to 1."""
-    probs = torch.softmax(router_logits.float(), dim=-1)
-    weights, ids = torch.topk(probs, top_k, dim=-1)
-    if renormalize:
-        weights = weights / weights.sum(dim=-1, keepdim=True)
-    return weights, ids
 
 
 def load_balancing_loss(router_logits: list[Tensor], num_experts: int, top_k: int) -> Tensor:

@@ -89,7 +89,8 @@ class RunContext:
     emit: Callable[[dict[str, Any]], None] = field(default=lambda event: None)
     settings: dict[str, Any] = field(default_factory=dict)
     input_rows: int | None = None  # rows of the main Dataset input, when counted (global ops, stages)
-    timer: Any = None  # the run's OpTimer actor: readers report the time spent reading
+    timer: Any = None  # has `report(node_id, seconds, rows)`: readers report the time spent reading
+    base_dir: str | None = None  # what the pipeline's relative paths meant (ids keep paths relative to it)
     cleanups: list[Callable[[], None]] = field(default_factory=list)  # shared by the run's nodes
 
     def shuffle_partitions(self, rows_per_partition: int = 100_000, cap: int = 200) -> int:

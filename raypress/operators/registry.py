@@ -62,11 +62,30 @@ def load_all() -> None:
     _LOADED = True
 
 
-# Where ops are defined: the operator domains, and serving for the stages that deploy a Serve app
-# (``serve_llm``): those are Serve glue, and operators never import serving (see DESIGN.md §1).
-OP_PACKAGES = ("raypress.operators", "raypress.serving")
+# Where ops are defined: the operator domains.  A higher layer that defines ops of its own (serving
+# defines ``serve_llm``, a stage that deploys a Serve app) adds its package with ``add_op_package``
+# from the top: operators never import serving, not even by name (see DESIGN.md §1).
+_OP_PACKAGES: list[str] = ["raypress.operators"]
 _REGISTER_CALL = re.compile(r"""@register\(\s*["']([^"']+)["']""")
 _INDEX: dict[str, str] | None = None
+
+
+def add_op_package(package: str) -> None:
+    """Also look for ops in ``package`` (a dotted name, imported when the index is first read).
+
+    Called by the layer above the operators that defines ops of its own: ``raypress.cli``'s
+    ``main`` and ``raypress.cluster`` add ``raypress.serving``.  Idempotent; a package added after
+    the index was read makes the next read scan again."""
+    global _INDEX, _LOADED
+    if package not in _OP_PACKAGES:
+        _OP_PACKAGES.append(package)
+        _INDEX = None
+        _LOADED = False
+
+
+def op_packages() -> tuple[str, ...]:
+    """The packages the index scans: ``raypress.operators`` and those added with ``add_op_package``."""
+    return tuple(_OP_PACKAGES)
 
 
 def _index() -> dict[str, str]:
@@ -74,7 +93,7 @@ def _index() -> dict[str, str]:
     global _INDEX
     if _INDEX is None:
         index: dict[str, str] = {}
-        for package in OP_PACKAGES:
+        for package in _OP_PACKAGES:
             root = Path(importlib.import_module(package).__path__[0])
             for path in sorted(root.rglob("*.py")):
                 if path.name in ("base.py", "registry.py"):

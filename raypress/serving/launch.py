@@ -75,14 +75,14 @@ def deploy_config(path: str | Path, timeout_s: float = 300.0,
                   on_status: Callable[[str], None] | None = None) -> dict[str, str]:
     """Deploy every application of the config; wait until all run; ``{app name: URL}``."""
     from ray import serve
-    from ray.serve._private import api as serve_api
     from ray.serve.config import gRPCOptions
 
+    from raypress.dag.ray_compat import serve_start
     from raypress.serving.llm_deployment import http_url
 
     config = load_serve_config(path)
     http = http_options(config)
-    client = serve_api.serve_start(http_options=http, proxy_location=config.proxy_location,
+    client = serve_start(http_options=http, proxy_location=config.proxy_location,
                                    grpc_options=gRPCOptions(**config.grpc_options.model_dump()))
     client.deploy_apps(config)
     names = [app.name for app in config.applications]

@@ -89,11 +89,12 @@ def _make_deployment() -> Any:
             import torch
 
             from raypress.inference.engine import Engine
+            from raypress.models.device import choose_device
             from raypress.serving.llm_metrics import EngineMetrics
 
             self.args = LLMAppArgs.model_validate(args)
             a = self.args
-            device = a.device or ("cuda" if a.num_gpus > 0 and torch.cuda.is_available() else "cpu")
+            device = choose_device(a.device, gpu=a.num_gpus > 0)
             dtype = getattr(torch, a.dtype) if a.dtype else (torch.float32 if device == "cpu" else None)
             threads = max(1, int(a.num_cpus)) if device == "cpu" else None
             started = time.perf_counter()

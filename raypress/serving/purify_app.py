@@ -45,6 +45,7 @@ from starlette.concurrency import run_in_threadpool
 
 from raypress.image_codecs import decode_image, encode_png
 from raypress.inference.purifier import ONE_STEP, Purifier
+from raypress.models.device import choose_device
 from raypress.serving.http_limits import PURIFY_MAX_REQUEST_BYTES, serve_backpressure
 from raypress.serving.openai_app import APIError, install_guards, validation_error
 
@@ -233,7 +234,7 @@ def build_purify_app(args: dict[str, Any]) -> Any:
         def __init__(self, app_args: dict[str, Any]) -> None:
             self.args = PurifyAppArgs.model_validate(app_args)
             a = self.args
-            device = a.device or ("cuda" if a.num_gpus > 0 and torch.cuda.is_available() else "cpu")
+            device = choose_device(a.device, gpu=a.num_gpus > 0)
             if device == "cpu":
                 torch.set_num_threads(max(1, int(a.num_cpus)))
             self.purifier = Purifier(a.model, device)

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from raypress.operators.reasoning.policies import reply_from_actor
-from raypress.operators.reasoning.types import PolicyReply, Task
+from raypress.operators.reasoning.policies.backends import reply_from_actor
+from raypress.operators.reasoning.search.types import PolicyReply, Task
 from raypress.serving.http_limits import REASON_MAX_REQUEST_BYTES
 
 
@@ -79,25 +79,14 @@ class _Unverified:
 def create_reason_api(policies: dict[str, Any], args: ReasonAppArgs) -> Any:
     """The FastAPI app over ``policies`` (objects with ``async complete``)."""
     from fastapi import FastAPI
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
 
-    from raypress.operators.reasoning import comcts as core
-    from raypress.operators.reasoning.judges import ExactStepJudge, ModelJudge
-    from raypress.operators.reasoning.tasks import get_family
-    from raypress.serving.http_limits import limit_request_body
-    from raypress.serving.openai_app import APIError, validation_error
+    from raypress.operators.reasoning.search import comcts as core
+    from raypress.operators.reasoning.search.judges import ExactStepJudge, ModelJudge
+    from raypress.operators.reasoning.tasks.catalog import get_family
+    from raypress.serving.openai_app import APIError, install_guards
 
     app = FastAPI(title="raypress reason")
-    limit_request_body(app, args.max_request_bytes)
-
-    @app.exception_handler(APIError)
-    async def api_error(_: Any, exc: APIError) -> JSONResponse:
-        return exc.response()
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_: Any, exc: RequestValidationError) -> JSONResponse:
-        return validation_error(exc).response()
+    install_guards(app, None, args.max_request_bytes)  # the OpenAI app's error shapes and body limit (no key)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -140,7 +129,7 @@ def create_reason_api(policies: dict[str, Any], args: ReasonAppArgs) -> Any:
 def _policy_dirs(policies: dict[str, str]) -> dict[str, str]:
     """Expand a ``train_policies`` Model dir into its policies."""
     from raypress.artifacts import ModelArtifact
-    from raypress.operators.reasoning.policy_set import policy_dirs
+    from raypress.operators.reasoning.policies.model_set import policy_dirs
 
     out: dict[str, str] = {}
     for name, path in policies.items():
@@ -157,7 +146,7 @@ def build_reason_app(args: dict[str, Any]) -> Any:
     """The Serve application (``import_path: raypress.serving.reason_app:build_reason_app``)."""
     from ray import serve
 
-    from raypress.operators.reasoning.policies import LocalLMActor
+    from raypress.operators.reasoning.policies.backends import LocalLMActor
     from raypress.serving.http_limits import serve_backpressure
 
     parsed = ReasonAppArgs.model_validate(args)

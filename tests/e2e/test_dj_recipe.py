@@ -47,8 +47,9 @@ def test_data_juicer_recipe_runs_and_exports_one_file(ray_session, tmp_path):
 
 def test_a_missing_model_file_stops_the_run_before_ray_with_the_line(tmp_path, monkeypatch):
     """`tokenization: true` without Data-Juicer's sentencepiece model here: one line naming the
-    recipe line, the node and how to provide the file, before any node runs (no actor traceback)."""
-    from raypress.dag.runner import RunFailed
+    recipe line, the node and how to provide the file, found while the run is resolved, before
+    Ray starts or the run directory is touched (no actor traceback)."""
+    from raypress.dag.validate import PipelineInvalid
 
     for var in ("RAYPRESS_DJ_MODELS", "DATA_JUICER_CACHE_HOME"):
         monkeypatch.setenv(var, str(tmp_path / "no-models"))
@@ -65,10 +66,10 @@ def test_a_missing_model_file_stops_the_run_before_ray_with_the_line(tmp_path, m
               tokenization: true
               min_num: 2
         """))
-    with pytest.raises(RunFailed) as caught:
+    with pytest.raises(PipelineInvalid) as caught:
         run_pipeline(str(recipe), run_dir=str(tmp_path / "run"))
-    message = str(caught.value)
+    [problem] = caught.value.problems
+    message = str(problem)
     assert message.startswith(f"{recipe}:5 node 'words_num_filter': words_num_filter with tokenization=True")
     assert "en.sp.model" in message and "$RAYPRESS_DJ_MODELS" in message and "\n" not in message
-    ledger = json.loads((tmp_path / "run" / "ledger.json").read_text())
-    assert ledger["status"] == "failed" and ledger["nodes"] == {} and not (tmp_path / "out").exists()
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out").exists()

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from raypress.dag.runner import run_pipeline
-from raypress.operators.io.site_warc import Site, write_site_warc
+from raypress.operators.io.warc.site import Site, write_site_warc
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 
 from raypress.operators.base import RunContext
 from raypress.operators.dedup.ccnet_paragraph_dedup import CcnetParagraphDedup, CcnetParagraphDedupParams
-from raypress.operators.dedup.ccnet_paragraphs import NO_TEXT_LEFT, REMOVED_COL, dedup_tables
+from raypress.operators.dedup.ccnet.paragraphs import NO_TEXT_LEFT, REMOVED_COL, dedup_tables
 from raypress.operators.shared.documents import Document, documents_to_table
 from raypress.schema import KIND_COL, NODE_COL, REASON_COL, TombstoneKind, with_tombstones
 

@@ -12,8 +12,8 @@ import pytest
 from raypress.operators.base import RunContext
 from raypress.operators.shared.documents import Document, documents_to_table
 from raypress.operators.dedup.bff_dedup import BffDedup, BffParams, bff_documents
-from raypress.operators.dedup.bff_ngrams import hash_documents
-from raypress.operators.dedup.bloom import BloomFilter, optimal_num_bits, optimal_num_hashes
+from raypress.operators.dedup.bff.ngrams import hash_documents
+from raypress.operators.dedup.bff.bloom import BloomFilter, optimal_num_bits, optimal_num_hashes
 from raypress.operators.dedup.image_hash_dedup import (
     ImageHashDedup,
     ImageHashParams,

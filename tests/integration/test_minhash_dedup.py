@@ -10,7 +10,7 @@ import pytest
 
 from raypress.operators.base import RunContext
 from raypress.operators.dedup.document_minhash_deduplicator import DocumentMinhashDeduplicator
-from raypress.operators.dedup.minhash_dedup import MinhashParams
+from raypress.operators.dedup.minhash.deduplicator import MinhashParams
 from raypress.operators.dedup.ray_bts_minhash_deduplicator import RayBtsMinhashDeduplicator, RayBtsMinhashParams
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL
 

@@ -27,7 +27,7 @@ FIVE_FIELD_LINES = b"".join(b"the quick brown fox %d\n" % i for i in range(50))
 
 def write_warc(path: Path, pages: int = 3) -> None:
     """A small real-looking crawl: a folder of HTML pages packaged as a crawler would have."""
-    from raypress.operators.io.site_warc import Site, write_site_warc
+    from raypress.operators.io.warc.site import Site, write_site_warc
 
     site = path.parent / "site"
     site.mkdir()

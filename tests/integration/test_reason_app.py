@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 def test_reason_app_searches_and_validates(ray_session, tmp_path):
     from ray import serve
 
-    from raypress.operators.reasoning.tasks import make_tasks
+    from raypress.operators.reasoning.tasks.catalog import make_tasks
     from raypress.serving.llm_deployment import start_serve
     from raypress.serving.reason_app import build_reason_app
     from raypress.serving.uvicorn_thread import free_port

@@ -15,7 +15,7 @@ from raypress.operators.dedup.document_simhash_deduplicator import (
     SimhashParams,
     near_duplicates,
 )
-from raypress.operators.dedup.task_shuffle import local_step
+from raypress.operators.dedup.shuffle.tasks import local_step
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL
 
 pytestmark = pytest.mark.integration

@@ -29,11 +29,9 @@ from raypress.cluster import (
     LARGE_FILE_BYTES,
     PROBE_SCRIPT,
     ClusterError,
-    absolute_run_dir,
     build_entrypoint,
     build_runtime_env,
     cluster_problems,
-    resolved_path_overrides,
     submit_pipeline,
 )
 from raypress.dag.spec import read_spec
@@ -129,6 +127,55 @@ def test_submit_runs_pipeline_on_a_ray_head(ray_head, tmp_path):
     assert ledger["nodes"]["long"]["rows_out"] == len(KEPT)
 
 
+def _states(run_dir: Path) -> dict[str, str]:
+    return {p.stem: json.loads(p.read_text())["hash"] for p in sorted((run_dir / "state").glob("*.json"))}
+
+
+def _written(run_dir: Path) -> list[tuple[str, str]]:
+    return sorted((r["id"], r["text"]) for part in sorted((run_dir / "out").glob("*.jsonl"))
+                  for r in map(json.loads, part.read_text().splitlines()))
+
+
+def _skipped(run_dir: Path) -> list[str]:
+    """The nodes the last run of ``run_dir`` skipped (its events after its last `run_started`)."""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    last = max(i for i, e in enumerate(events) if e["event"] == "run_started")
+    return [e["node"] for e in events[last:] if e["event"] == "node_skipped"]
+
+
+@pytest.mark.integration
+def test_run_resume_submit_and_the_resolved_file_run_one_resolved_pipeline(ray_head, tmp_path):
+    """`raypress run`, the same command again (a resume), `raypress run RUN_DIR/pipeline.yaml` and
+    `raypress submit` run the same resolved file: same text, same config hashes, same outputs."""
+    pipeline = write_pipeline(tmp_path / "pipeline")
+    here = pipeline.parent
+    a, b = tmp_path / "A", tmp_path / "B"
+
+    def run(*args: str) -> None:
+        proc = subprocess.run([sys.executable, "-m", "raypress.cli", "run", *args], cwd=here, env=clean_env(),
+                              capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    run(pipeline.name, "--run-dir", "../A", "--set", "long.min_num=3")
+    text, hashes, outputs = (a / "pipeline.yaml").read_text(), _states(a), _written(a)
+    assert outputs and [t for _, t in outputs] == KEPT and set(hashes) == {"out"}
+    assert "--set long.min_num=3" in text.splitlines()[0] and f"- {here / 'docs.jsonl'}" in text
+
+    run(pipeline.name, "--run-dir", "../A", "--set", "long.min_num=3")  # a resume
+    assert _skipped(a) == ["docs", "long", "out"] and (a / "pipeline.yaml").read_text() == text
+    run(str(a / "pipeline.yaml"))  # the resolved file itself, from anywhere
+    assert _skipped(a) == ["docs", "long", "out"] and _states(a) == hashes and _written(a) == outputs
+
+    code, output = submit(ray_head, pipeline.name, "--run-dir", "../A", "--set", "long.min_num=3", cwd=here)
+    assert code == 0, ray_head.explain(output)  # on the cluster: the same hashes, so nothing to do
+    assert _skipped(a) == ["docs", "long", "out"] and (a / "pipeline.yaml").read_text() == text
+
+    code, output = submit(ray_head, pipeline.name, "--run-dir", "../B", "--set", "long.min_num=3", cwd=here)
+    assert code == 0, ray_head.explain(output)  # a fresh run there: the same file but for its run directory
+    assert (b / "pipeline.yaml").read_text() == text.replace(str(a), str(b))
+    assert _skipped(b) == [] and _written(b) == outputs
+
+
 @pytest.mark.integration
 def test_a_job_that_fails_on_the_cluster_fails_the_command(ray_head, tmp_path):
     pipeline = write_pipeline(tmp_path / "pipeline")
@@ -164,18 +211,13 @@ def test_cli_reports_an_unreachable_address_without_a_traceback(tmp_path):
 
 
 def test_missing_pipeline_file_is_reported_before_connecting(tmp_path):
-    with pytest.raises(ClusterError, match="pipeline file not found"):
+    with pytest.raises(ClusterError, match="nope.yaml: cannot read pipeline"):
         submit_pipeline(str(tmp_path / "nope.yaml"), "http://127.0.0.1:1", None, [])
 
 
-def test_entrypoint_quotes_overrides_and_joins_the_cluster():
-    entry = build_entrypoint("my pipe.yaml", "/runs/a b", ["clean.text_key=it's", "f.min_num=3"])
-    assert shlex.split(entry) == [
-        "python", "-m", "raypress.cli", "run", "my pipe.yaml",
-        "--run-dir", "/runs/a b",
-        "--set", "clean.text_key=it's", "--set", "f.min_num=3",
-        "--address", "auto",
-    ]
+def test_entrypoint_runs_the_resolved_file_as_it_is_on_the_cluster():
+    assert shlex.split(build_entrypoint("pipeline.yaml")) == [
+        "python", "-m", "raypress.cli", "run", "pipeline.yaml", "--address", "auto"]
 
 
 def test_runtime_env_ships_package_and_folder_but_not_large_files(tmp_path):
@@ -206,8 +248,9 @@ def test_quickstart_submitted_from_the_repo_root_runs(ray_head, tmp_path):
     code, output = submit(ray_head, "pipelines/quickstart.yaml", "--run-dir", str(run_dir), cwd=REPO)
     assert code == 0, ray_head.explain(output)
     assert "SUCCEEDED" in output
-    assert f"metadata.paths={json.dumps([str(REPO / '.venv/lib/python*/site-packages/*.dist-info/METADATA')])}" \
-        in output.replace("'", ""), "the relative glob should travel as an absolute --set"
+    assert "--set" not in output.split("submitted job", 1)[1].splitlines()[0]  # the job runs the file as it is
+    ran = read_spec(run_dir / "pipeline.yaml")  # the resolved file the job ran
+    assert ran.nodes[0].params["paths"] == [str(REPO / ".venv/lib/python*/site-packages/*.dist-info/METADATA")]
     ledger = json.loads((run_dir / "ledger.json").read_text())
     assert ledger["adds_up"] is True and ledger["nodes"]["metadata"]["rows_out"] > 0
     written = sum(pq.read_metadata(f).num_rows for f in (run_dir / "output").glob("*.parquet"))
@@ -240,39 +283,6 @@ def test_a_cluster_python_without_raypress_deps_is_named_before_submitting(tmp_p
     assert "cluster.yaml" in error and 'pip install -e "$HOME/raypress"' in error
     assert "Traceback" not in output and "submitted job" not in output
     assert not [j for j in jobs if "raypress_pipeline" in (j.get("metadata") or {})], jobs
-
-
-def test_relative_paths_become_absolute_as_run_reads_them(tmp_path):
-    spec = read_spec(REPO / "pipelines" / "quickstart.yaml")
-    assert resolved_path_overrides(spec, cwd=str(REPO)) == [
-        "metadata.paths=" + json.dumps([str(REPO / ".venv/lib/python*/site-packages/*.dist-info/METADATA")])]
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("""\
-nodes:
-  - id: a
-    op: read_hf_dataset
-    with: {builder: json, data_files: {train: [data/a.jsonl, /abs/b.jsonl, "~/c.jsonl"]}}
-  - id: b
-    op: read_jsonl
-    with: {paths: ["s3://bucket/x.jsonl", "{run_dir}/nodes/y", ./z.jsonl]}
-  - id: out
-    op: write_parquet
-    input: b
-    with: {path: ../out, overwrite: true}
-""")
-    overrides = resolved_path_overrides(read_spec(recipe), cwd="/work/here")
-    home = os.path.expanduser("~")
-    assert overrides == [
-        "a.data_files=" + json.dumps({"train": ["/work/here/data/a.jsonl", "/abs/b.jsonl", f"{home}/c.jsonl"]}),
-        "b.paths=" + json.dumps(["s3://bucket/x.jsonl", "{run_dir}/nodes/y", "/work/here/z.jsonl"]),
-        "out.path=" + json.dumps("/work/out"),
-    ]
-
-
-def test_run_dir_defaults_to_runs_under_the_current_directory():
-    assert re.fullmatch(r"/work/here/runs/qs/\d{8}-\d{6}", absolute_run_dir(None, "qs", cwd="/work/here"))
-    assert absolute_run_dir("out/r1", "qs", cwd="/work/here") == "/work/here/out/r1"
-    assert absolute_run_dir("/abs/r1", "qs", cwd="/work/here") == "/abs/r1"
 
 
 def test_core_modules_are_pyprojects_dependencies():

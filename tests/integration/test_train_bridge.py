@@ -19,7 +19,7 @@ from raypress.artifacts import DatasetArtifact, ModelArtifact
 from raypress.models.bridge_unet import KIND, load_bridge
 from raypress.operators.base import RunContext
 from raypress.image_codecs import decode_image, encode_png
-from raypress.operators.purification.metrics import mean_psnr
+from raypress.operators.purification.metrics.psnr import mean_psnr
 from raypress.operators.purification.purify import Purify
 from raypress.operators.purification.train_bridge import TrainBridge
 from raypress.operators.registry import get_op

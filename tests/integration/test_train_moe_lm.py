@@ -19,7 +19,7 @@ from raypress.models.moe import MoEForCausalLM
 from raypress.models.moe_checkpoint import load_moe
 from raypress.operators.base import RunContext
 from raypress.operators.moe.train_moe_lm import TrainMoELM
-from raypress.operators.shared.moe_lm_training import KIND, generate
+from raypress.training.moe_lm import KIND, generate
 from raypress.operators.registry import get_op
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 
 from raypress.artifacts import DatasetArtifact
 from raypress.operators.curation.attach_images import AttachImages, ImageIndex, SiteMirror, url_key
-from raypress.operators.shared.documents import Document, documents_to_table, table_to_documents
-from raypress.operators.curation.image_info import UnreadableImage, image_info, read_image_info
+from raypress.operators.curation.images.info import UnreadableImage, image_info, read_image_info
 from raypress.operators.registry import get_op
+from raypress.operators.shared.documents import Document, documents_to_table, table_to_documents
 from raypress.schema import ArtifactType
 
 SITE = "https://site.test/en/"

@@ -18,12 +18,13 @@ import pytest
 
 from raypress.artifacts import DatasetArtifact
 from raypress.operators.base import RunContext
-from raypress.operators.curation.beancounter_demographics import BeanCounterDemographics
-from raypress.operators.curation.toxicity_statistics import compare, percent_reduction, sample_indices, welch_test
-from raypress.operators.curation.descriptor_matching import (DescriptorMatcher, blocks, count_pronouns, md5,
+from raypress.operators.curation.beancounter.descriptor_matching import (DescriptorMatcher, blocks, count_pronouns, md5,
                                                              scan_document)
-from raypress.operators.curation.holisticbias_descriptors import (EXCLUDED, derive, hyphen_space_variant,
+from raypress.operators.curation.beancounter.holisticbias_descriptors import (EXCLUDED, derive, hyphen_space_variant,
                                                                   load_descriptors, surface_forms)
+from raypress.operators.curation.beancounter.toxicity.comparison import (compare, percent_reduction,
+                                                                        sample_indices, welch_test)
+from raypress.operators.curation.beancounter_demographics import BeanCounterDemographics
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from raypress.operators.curation.edgar_document_filter import EdgarDocumentFilter, EdgarDocumentFilterParams
 from raypress.operators.dedup.dedup_token_report import dedup_table, markdown
-from raypress.operators.dedup.exact import mark_duplicates
+from raypress.operators.dedup.exact.by_key import mark_duplicates
 from raypress.operators.dedup.key_deduplicator import KEY_COL, LENGTH_COL, add_copy_key
 from raypress.schema import alive_mask
 

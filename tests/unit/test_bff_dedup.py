@@ -9,10 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from raypress.operators.shared.documents import Document
-from raypress.operators.dedup.bff_decisions import BffVerdict, apply_verdict, cut_paragraphs, resolve_batch
+from raypress.operators.dedup.bff.decisions import BffVerdict, apply_verdict, cut_paragraphs, resolve_batch
 from raypress.operators.dedup.bff_dedup import BffParams, bff_documents
-from raypress.operators.dedup.bff_ngrams import hash_documents, tokenize
-from raypress.operators.dedup.bloom import BloomFilter, pairs_from_u64
+from raypress.operators.dedup.bff.ngrams import hash_documents, tokenize
+from raypress.operators.dedup.bff.bloom import BloomFilter, pairs_from_u64
 
 WORDS = [f"w{i}" for i in range(5000)]
 

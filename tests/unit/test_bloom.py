@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from raypress.operators.dedup.bloom import (
+from raypress.operators.dedup.bff.bloom import (
     BloomFilter,
     bloom_positions,
     false_positive_rate,

@@ -24,7 +24,7 @@ from raypress.models.bpe_tokenizer import (
 from raypress.models.moe import MoEForCausalLM
 from raypress.models.moe_checkpoint import save_moe
 from raypress.models.moe_config import MoEConfig
-from raypress.operators.shared.moe_lm_training import generate, generate_text, lr_at, pack_batch
+from raypress.training.moe_lm import generate, generate_text, lr_at, pack_batch
 
 TRICKY = [
     "Hello wörld — naïve café, 漢字 and emoji 🚀🙂",
@@ -214,7 +214,7 @@ def test_stage_resolves_init_from_tokenizer_and_config(tokenizer, tmp_path):
     """Continuing from a checkpoint takes its tokenizer and its shape; the shape params are ignored."""
     from raypress.models.moe_checkpoint import to_hf_dict
     from raypress.operators.base import RunContext
-    from raypress.operators.shared.moe_lm_training import MoELMTrainer as TrainMoELM, _model_config
+    from raypress.operators.shared.moe_lm_trainer import MoELMTrainer as TrainMoELM, _model_config
 
     config = MoEConfig(vocab_size=tokenizer.vocab_size + 8, hidden_size=32, intermediate_size=48,
                        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,

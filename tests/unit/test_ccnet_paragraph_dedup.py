@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from raypress.operators.dedup.ccnet_paragraph_dedup import CcnetParagraphDedup, CcnetParagraphDedupParams
-from raypress.operators.dedup.ccnet_paragraphs import (
+from raypress.operators.dedup.ccnet.paragraphs import (
     NO_TEXT_LEFT,
     OCCURRENCE_SCHEMA,
     REMOVED_COL,

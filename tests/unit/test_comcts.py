@@ -10,7 +10,7 @@ from typing import Callable
 
 import pytest
 
-from raypress.operators.reasoning.comcts import (
+from raypress.operators.reasoning.search.comcts import (
     SearchParams,
     collective_scores,
     comcts,
@@ -18,8 +18,8 @@ from raypress.operators.reasoning.comcts import (
     first_below,
     independent_sampling,
 )
-from raypress.operators.reasoning.search_tree import Tree, backpropagate, select
-from raypress.operators.reasoning.types import ANSWER_PREFIX, PolicyReply, Task
+from raypress.operators.reasoning.search.tree import Tree, backpropagate, select
+from raypress.operators.reasoning.search.types import ANSWER_PREFIX, PolicyReply, Task
 
 TASK = Task(id="q1", family="fake", question="make 7", answer="7")
 

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from raypress.operators.dedup.connected_components import (
+from raypress.operators.dedup.graph.connected_components import (
     LABEL,
     NODE,
     NODE_BLK,
@@ -19,7 +19,7 @@ from raypress.operators.dedup.connected_components import (
     normalize,
     small_star,
 )
-from raypress.operators.dedup.task_shuffle import concat, local_step, route_by_hash, split_by, stable_hash
+from raypress.operators.dedup.shuffle.tasks import concat, local_step, route_by_hash, split_by, stable_hash
 
 
 def components_local(parts: list[list[pa.Table]], n: int, groups: int = 1) -> tuple[list[pa.Table], int]:

@@ -240,17 +240,17 @@ def test_exponent_numbers_in_op_params_are_numbers_as_in_data_juicer(tmp_path):
     assert spec.nodes[2].params == {"repl": "3e2x"}
 
 
-def test_notices_print_once_per_run_not_again_in_the_supervised_child(tmp_path, capsys, monkeypatch):
-    """`raypress run` loads the pipeline in the supervisor and again in its child: one print only."""
-    from raypress.dag.validate import load_pipeline
+def test_notices_print_once_per_run_not_again_in_the_supervised_child(tmp_path, capsys):
+    """`raypress run` resolves the recipe in the supervisor (notices printed once); its child runs
+    the resolved file, which holds no Data-Juicer keys, so it has nothing to note."""
+    from raypress.dag.resolve import resolve_pipeline
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text("dataset_path: in.jsonl\nexport_path: out.jsonl\nopen_tracer: true\n"
                       "process:\n  - words_num_filter: {min_num: 3}\n")
-    load_pipeline(recipe)
+    resolved = resolve_pipeline(recipe, run_dir=str(tmp_path / "run"))
     assert capsys.readouterr().err.count("note:") == 1
-    monkeypatch.setenv("RAYPRESS_NOTICES_SHOWN", "1")
-    load_pipeline(recipe)
+    resolve_pipeline(resolved.write())
     assert "note:" not in capsys.readouterr().err
 
 

@@ -20,10 +20,10 @@ from PIL import Image
 from pydantic import ValidationError
 
 from raypress.dag.batch_exec import StreamingOpRunner
-from raypress.operators.curation.dj_images import UnreadableImage, row_images, size_to_bytes
 from raypress.operators.curation.image_aspect_ratio_filter import ImageAspectRatioFilter
 from raypress.operators.curation.image_shape_filter import ImageShapeFilter
 from raypress.operators.curation.image_size_filter import ImageSizeFilter
+from raypress.operators.curation.images.list_filter import UnreadableImage, row_images, size_to_bytes
 from raypress.operators.registry import get_op, requirements
 from raypress.operators.shared.documents import Document, documents_to_table
 

@@ -23,7 +23,7 @@ from raypress.operators.text.remove_words_with_incorrect_substrings_mapper impor
     RemoveWordsWithIncorrectSubstringsMapper,
 )
 from raypress.operators.text.suffix_filter import SuffixFilter
-from raypress.operators.text.word_edits import keep_words
+from raypress.operators.text.words.edits import keep_words
 
 MAPPERS = ("fix_unicode_mapper", "clean_copyright_mapper", "clean_html_mapper", "remove_long_words_mapper",
            "remove_words_with_incorrect_substrings_mapper")

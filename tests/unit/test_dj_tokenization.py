@@ -16,16 +16,16 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from raypress.operators.text import dj_models
 from raypress.operators.text.alphanumeric_filter import AlphanumericFilter, AlphanumericParams
 from raypress.operators.text.flagged_words_filter import FlaggedWordsFilter
-from raypress.operators.text.sentencepiece_models import load_sentencepiece
+from raypress.operators.text.models import locate
+from raypress.operators.text.models.sentencepiece import load_sentencepiece
 from raypress.operators.text.remove_words_with_incorrect_substrings_mapper import (
     RemoveWordsWithIncorrectSubstringsMapper,
 )
 from raypress.operators.text.stopwords_filter import StopwordsFilter
 from raypress.operators.text.word_repetition_filter import WordRepetitionFilter
-from raypress.operators.text.words import SPECIAL_CHARACTERS, strip
+from raypress.operators.text.words.vocabulary import SPECIAL_CHARACTERS, strip
 from raypress.operators.text.words_num_filter import WordsNumFilter
 
 spm = pytest.importorskip("sentencepiece")
@@ -61,7 +61,7 @@ def models(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def in_models(models, monkeypatch) -> Path:
-    monkeypatch.setenv(dj_models.MODELS_ENV, str(models))
+    monkeypatch.setenv(locate.MODELS_ENV, str(models))
     monkeypatch.delenv("DATA_JUICER_MODELS_CACHE", raising=False)
     return models
 
@@ -137,7 +137,7 @@ def test_alphanumeric_tokenization_is_alpha_per_pythia_token(in_models):
 
 
 def test_pythia_tokenizer_is_found_in_the_hugging_face_cache(models, tmp_path, monkeypatch):
-    monkeypatch.setenv(dj_models.MODELS_ENV, str(tmp_path / "nothing"))
+    monkeypatch.setenv(locate.MODELS_ENV, str(tmp_path / "nothing"))
     monkeypatch.setenv("DATA_JUICER_CACHE_HOME", str(tmp_path / "nothing"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     repo = tmp_path / "hub" / "models--EleutherAI--pythia-6.9b-deduped"
@@ -146,12 +146,12 @@ def test_pythia_tokenizer_is_found_in_the_hugging_face_cache(models, tmp_path, m
     (repo / "snapshots" / "abc123").mkdir(parents=True)
     source = models / "EleutherAI" / "pythia-6.9b-deduped" / "tokenizer.json"
     (repo / "snapshots" / "abc123" / "tokenizer.json").write_bytes(source.read_bytes())
-    assert dj_models.hf_tokenizer_file(dj_models.PYTHIA_TOKENIZER, "op") == repo / "snapshots" / "abc123" / "tokenizer.json"
+    assert locate.hf_tokenizer_file(locate.PYTHIA_TOKENIZER, "op") == repo / "snapshots" / "abc123" / "tokenizer.json"
     assert AlphanumericParams(tokenization=True).missing_model_files("alphanumeric_filter") is None
 
 
 def test_missing_models_say_how_to_provide_them(tmp_path, monkeypatch):
-    for var, value in ((dj_models.MODELS_ENV, "nothing"), ("DATA_JUICER_CACHE_HOME", "nothing"), ("HF_HUB_CACHE", "hub")):
+    for var, value in ((locate.MODELS_ENV, "nothing"), ("DATA_JUICER_CACHE_HOME", "nothing"), ("HF_HUB_CACHE", "hub")):
         monkeypatch.setenv(var, str(tmp_path / value))
     monkeypatch.delenv("DATA_JUICER_MODELS_CACHE", raising=False)
     params = WordsNumFilter.Params(tokenization=True, lang="fr")
@@ -168,7 +168,7 @@ def test_missing_models_say_how_to_provide_them(tmp_path, monkeypatch):
 
 
 def test_an_explicit_sp_model_path_wins(models, tmp_path, monkeypatch):
-    monkeypatch.setenv(dj_models.MODELS_ENV, str(tmp_path / "nothing"))
+    monkeypatch.setenv(locate.MODELS_ENV, str(tmp_path / "nothing"))
     op = WordsNumFilter(WordsNumFilter.Params(tokenization=True, sp_model_path=str(models / "xx.sp.model"),
                                               min_num=0))
     assert stat(op, ["hello world ### test"]) == [4]

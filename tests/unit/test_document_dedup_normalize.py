@@ -17,7 +17,7 @@ from raypress.operators.dedup.document_deduplicator import (
     normalize_text,
     text_md5,
 )
-from raypress.operators.dedup.exact import mark_duplicates
+from raypress.operators.dedup.exact.by_key import mark_duplicates
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL, TombstoneKind
 
 

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
+from raypress.operators.curation.edgar.text_cleanup import MARKERS, join_cells, normalize_unicode
 from raypress.operators.curation.edgar_html_to_text import (
     EdgarHtmlToText,
     EdgarHtmlToTextParams,
@@ -17,7 +18,6 @@ from raypress.operators.curation.edgar_html_to_text import (
     edgar_to_text,
     is_html,
 )
-from raypress.operators.curation.edgar_text_cleanup import MARKERS, join_cells, normalize_unicode
 
 TAG = re.compile(r"<[A-Za-z/!?]")
 

@@ -11,9 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from raypress.operators.base import OpKind
-from raypress.operators.shared.documents import Document, documents_to_table
-from raypress.operators.curation.refinedweb_gopher_quality_filter import GopherQualityFilter, GopherQualityParams
-from raypress.operators.curation.gopher_rules import (
+from raypress.operators.curation.gopher.rules import (
     STAT_NAMES,
     LineModifiers,
     LineSubstring,
@@ -25,7 +23,9 @@ from raypress.operators.curation.gopher_rules import (
     segment_words,
     word_count,
 )
+from raypress.operators.curation.refinedweb_gopher_quality_filter import GopherQualityFilter, GopherQualityParams
 from raypress.operators.registry import get_op
+from raypress.operators.shared.documents import Document, documents_to_table
 
 RULE_FIELDS = [
     name

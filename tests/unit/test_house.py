@@ -9,7 +9,7 @@ import collections
 from pathlib import Path
 
 import raypress
-from raypress.operators.registry import _index, all_ops
+from raypress.operators.registry import _REGISTER_CALL, _index, all_ops, op_packages
 
 ROOT = Path(raypress.__file__).parent
 
@@ -19,10 +19,84 @@ def _sources() -> dict[Path, ast.Module]:
 
 
 def test_an_ops_file_is_its_name():
+    """In the operators, or in a package the top layer added with ``add_op_package`` (tests/conftest.py
+    adds serving, as ``raypress.cli.main`` does)."""
+    packages = op_packages()
     wrong = {name: module for name, module in _index().items()
              if module.rsplit(".", 1)[-1] != name
-             or not (module.startswith("raypress.operators.") or module.startswith("raypress.serving."))}
+             or not any(module.startswith(package + ".") for package in packages)}
     assert not wrong, f"op -> module whose file is not named after it: {wrong}"
+
+
+OPS = ROOT / "operators"
+NOT_A_DOMAIN = {"shared"}  # what two domains need: helpers only, no ops
+
+
+def _registers(path: Path) -> list[str]:
+    """The op names ``path`` registers (``@register("name")``), read from its source."""
+    return _REGISTER_CALL.findall(path.read_text(encoding="utf-8"))
+
+
+def test_a_domain_folder_holds_only_op_files_on_top():
+    """DESIGN.md §1: in each ``operators/<domain>/``, the top holds op files (a module registering
+    exactly one op, named as the file) and ``__init__.py``; the machinery lives in sub-packages
+    named after the technique (``dedup/minhash/``, ``reasoning/search/``)."""
+    wrong = []
+    for domain in sorted(d for d in OPS.iterdir() if d.is_dir() and (d / "__init__.py").exists()):
+        if domain.name in NOT_A_DOMAIN:
+            continue
+        for path in sorted(domain.glob("*.py")):
+            if path.name == "__init__.py":
+                continue
+            names = _registers(path)
+            if names != [path.stem]:
+                wrong.append(f"operators/{domain.name}/{path.name} registers {names or 'no op'}")
+    assert not wrong, "not an op file on a domain's top (move it into a sub-package named after its " \
+                      "technique):\n" + "\n".join(wrong)
+
+
+def test_helpers_are_not_grouped_by_a_filename_prefix():
+    """Two helper modules (neither registers an op) of one package under ``operators/`` whose names
+    share a first word (``bff_ngrams``, ``bff_order``) are a sub-package in disguise: ``bff/ngrams``,
+    ``bff/order``.  Op files keep their Data-Juicer names (``image_size_filter``, ``image_shape_filter``)."""
+    grouped = []
+    for package in sorted({p.parent for p in OPS.rglob("*.py")}):
+        helpers = [p.stem for p in package.glob("*.py") if p.name != "__init__.py" and not _registers(p)
+                   and not (package == OPS and p.name in ("base.py", "registry.py"))]
+        by_prefix = collections.defaultdict(list)
+        for stem in helpers:
+            if "_" in stem.strip("_"):
+                by_prefix[stem.lstrip("_").split("_", 1)[0]].append(stem)
+        for prefix, stems in sorted(by_prefix.items()):
+            if len(stems) > 1:
+                grouped.append(f"{package.relative_to(ROOT)}: {', '.join(sorted(stems))} -> {prefix}/")
+    assert not grouped, "helpers grouped by a filename prefix:\n" + "\n".join(grouped)
+
+
+def test_serving_ops_reach_the_registry_only_through_add_op_package():
+    """The registry scans ``raypress.operators`` alone; serving's ops (``serve_llm``) join when the top
+    layer calls ``add_op_package("raypress.serving")`` (``cli.main``, ``cluster``, tests/conftest.py).
+    No module below serving names it in code, not even as a string for importlib."""
+    import raypress.operators.registry as registry
+
+    assert "raypress.serving" not in ast.literal_eval(
+        next(node.value for node in ast.parse(Path(registry.__file__).read_text(encoding="utf-8")).body
+             if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "_OP_PACKAGES"))
+    assert "raypress.serving" in op_packages(), "tests/conftest.py adds serving, as cli.main does"
+    assert _index()["serve_llm"] == "raypress.serving.serve_llm"
+    named = []
+    for path, tree in _sources().items():
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ("serving",) or rel.name in ("cli.py", "cluster.py"):
+            continue
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
+                    and node.value.startswith("raypress.serving"):
+                named.append(f"{rel}:{node.lineno} {node.value!r}")
+    assert not named, "below serving, code names raypress.serving:\n" + "\n".join(named)
 
 
 def test_a_module_registers_one_op():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from raypress.operators.shared.documents import DOCUMENT_COLUMNS, table_to_documents
-from raypress.operators.curation.html_extract import html_document, html_parts, image_url
+from raypress.operators.curation.html.extract import html_document, html_parts, image_url
 from raypress.operators.curation.html_to_interleaved import HtmlToInterleaved
 from raypress.operators.registry import get_op
+from raypress.operators.shared.documents import DOCUMENT_COLUMNS, table_to_documents
 
 PAGE = "https://example.org/docs/guide/page.html"
 

@@ -23,7 +23,7 @@ from raypress.models.image_classifier import (  # noqa: E402
     write_classifier_set,
 )
 from raypress.operators.general.specified_numeric_field_filter import SpecifiedNumericFieldFilter  # noqa: E402
-from raypress.operators.purification.classifier_data import decode_table  # noqa: E402
+from raypress.operators.purification.classifiers.data import decode_table  # noqa: E402
 from raypress.operators.purification.evaluate_classifier import accuracy_summary, predict  # noqa: E402
 from raypress.operators.purification.train_classifier import (  # noqa: E402
     TrainClassifierParams,

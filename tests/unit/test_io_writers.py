@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raypress.operators.base import RunContext
-from raypress.operators.io.files_atomic import atomic_path
+from raypress.operators.io.parts.atomic import atomic_path
 from raypress.operators.io.write_hf_dataset import WriteHfDataset
 from raypress.operators.io.write_jsonl import WriteJsonl
 from raypress.operators.io.write_parquet import WriteParquet

@@ -7,14 +7,14 @@ import io
 import pyarrow as pa
 import pytest
 
-from raypress.operators.shared.latex_source import strip_comments
-from raypress.operators.curation.latex_cleaning import clean_latex, drop_environments
-from raypress.operators.curation.latex_extract import normalise_text
-from raypress.operators.curation.latex_figures import resolve_figure
-from raypress.operators.curation.latex_macros import resolve_conditionals, strip_definitions
+from raypress.operators.curation.latex.cleaning import clean_latex, drop_environments
+from raypress.operators.curation.latex.extract import normalise_text
+from raypress.operators.curation.latex.figures import resolve_figure
+from raypress.operators.curation.latex.macros import resolve_conditionals, strip_definitions
+from raypress.operators.curation.latex.walk import document_pieces
 from raypress.operators.curation.latex_to_interleaved import LatexToInterleaved
-from raypress.operators.curation.latex_walk import document_pieces
 from raypress.operators.io.read_arxiv import FILE_TYPE
+from raypress.operators.shared.latex_source import strip_comments
 
 
 def png(width: int = 300, height: int = 200) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from raypress.operators.dedup.minhash_bands import band_keys, optimal_param, permutations
+from raypress.operators.dedup.minhash.bands import band_keys, optimal_param, permutations
 
 M64 = (1 << 64) - 1
 

@@ -20,7 +20,7 @@ import pytest
 
 from raypress.kernels.minhash import minhash_signatures
 from raypress.kernels.minhash_reference import minhash_signatures_reference
-from raypress.operators.dedup.minhash_bands import permutations
+from raypress.operators.dedup.minhash.bands import permutations
 
 torch = pytest.importorskip("torch")
 INTERPRET_READY = os.environ.get("TRITON_INTERPRET") == "1"
@@ -116,7 +116,7 @@ def test_band_signatures_on_an_accelerator_are_the_cpu_ones(tri):
     """`accelerator: cuda` (ray_bts_minhash_deduplicator) moves the hashes to the device, runs the
     kernel and brings uint32 signatures back: here on the CPU device in interpret mode."""
     from raypress.kernels.minhash import minhash_signatures_on
-    from raypress.operators.dedup.minhash_lsh import signatures_on
+    from raypress.operators.dedup.minhash.lsh import signatures_on
 
     hashes, offsets = random_docs(9, 25, seed=4)
     a, b = permutations(32, seed=1)

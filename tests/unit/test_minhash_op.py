@@ -15,15 +15,15 @@ from pydantic import ValidationError
 
 from raypress.operators.base import RunContext
 from raypress.operators.dedup.document_minhash_deduplicator import DocumentMinhashDeduplicator
-from raypress.operators.dedup.minhash_bands import optimal_param
-from raypress.operators.dedup.minhash_dedup import MinhashParams, near_duplicates
-from raypress.operators.dedup.minhash_lsh import BLK, KEY, SHINGLES, band_rows, bucket_members, verified_edges
+from raypress.operators.dedup.minhash.bands import optimal_param
+from raypress.operators.dedup.minhash.deduplicator import MinhashParams, near_duplicates
+from raypress.operators.dedup.minhash.lsh import BLK, KEY, SHINGLES, band_rows, bucket_members, verified_edges
 from raypress.operators.dedup.ray_bts_minhash_deduplicator import (
     ACTOR_KNOBS,
     RayBtsMinhashDeduplicator,
     RayBtsMinhashParams,
 )
-from raypress.operators.dedup.task_shuffle import local_step
+from raypress.operators.dedup.shuffle.tasks import local_step
 from raypress.operators.registry import get_op, requirements
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL
 

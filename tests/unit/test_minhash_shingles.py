@@ -9,8 +9,8 @@ import unicodedata
 import numpy as np
 import pytest
 
-from raypress.operators.dedup import minhash_shingles
-from raypress.operators.dedup.minhash_shingles import HASH_BASE, jaccard, shingle_hashes, shingle_sets
+from raypress.operators.dedup.minhash import shingles as minhash_shingles
+from raypress.operators.dedup.minhash.shingles import HASH_BASE, jaccard, shingle_hashes, shingle_sets
 
 M64 = (1 << 64) - 1
 

@@ -11,7 +11,7 @@ import pytest
 from raypress.kernels import minhash
 from raypress.kernels.minhash import minhash_signatures
 from raypress.kernels.minhash_reference import minhash_signatures_reference
-from raypress.operators.dedup.minhash_bands import permutations
+from raypress.operators.dedup.minhash.bands import permutations
 
 P61 = (1 << 61) - 1
 CPU_BACKENDS = ["reference", "numpy", pytest.param("numba", marks=pytest.mark.skipif(

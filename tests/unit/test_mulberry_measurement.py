@@ -10,13 +10,13 @@ import json
 import numpy as np
 import pytest
 
-from raypress.operators.reasoning.bootstrap import paired_bootstrap, verdict
+from raypress.operators.reasoning.stats.bootstrap import paired_bootstrap, verdict
 from raypress.operators.reasoning.collective_sft import CollectiveSFTParams, mixed_corpus, trainer_params
-from raypress.operators.reasoning.comcts import JudgeAudit, SearchParams, best_of_n, comcts, independent_sampling, precision_recall
-from raypress.operators.reasoning.judges import ModelJudge
+from raypress.operators.reasoning.search.comcts import JudgeAudit, SearchParams, best_of_n, comcts, independent_sampling, precision_recall
+from raypress.operators.reasoning.search.judges import ModelJudge
 from raypress.operators.reasoning.question_overlap import QuestionOverlap, QuestionOverlapParams, overlapping
 from raypress.operators.reasoning.reasoning_report import ClaimSpec, judge_agreement, judge_claim
-from raypress.operators.reasoning.types import PolicyReply
+from raypress.operators.reasoning.search.types import PolicyReply
 from test_comcts import FAMILY, TASK, ScriptedPolicy
 
 
@@ -164,7 +164,7 @@ def test_stage_chooses_best_on_dev_and_charges_collective_judges(tmp_path):
     pytest.importorskip("reasoning_gym")
     from raypress.operators.base import RunContext
     from raypress.operators.reasoning.comcts_search import ComctsSearch, SearchStageParams
-    from raypress.operators.reasoning.tasks import make_tasks
+    from raypress.operators.reasoning.tasks.catalog import make_tasks
     from reasoning_fixtures import RuleSolver
 
     tasks = make_tasks("chain_arithmetic", 6, seed=4)

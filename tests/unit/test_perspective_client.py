@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from raypress.operators.curation.toxicity_scorers import (PERSPECTIVE_ENDPOINT, PerspectiveError, PerspectiveScorer,
-                                                          RateLimiter, make_scorer)
+from raypress.operators.curation.beancounter.toxicity.scorers import (PERSPECTIVE_ENDPOINT, PerspectiveError,
+                                                                     PerspectiveScorer, RateLimiter, make_scorer)
 
 KEY = "test-key-123"
 

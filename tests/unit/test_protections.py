@@ -14,7 +14,7 @@ torch.set_num_threads(1)
 import torch.nn.functional as F  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
-from raypress.operators.purification import protections as P  # noqa: E402
+from raypress.operators.purification.protections import attacks as P  # noqa: E402
 from raypress.image_codecs import (  # noqa: E402
     decode_image,
     decode_images,
@@ -28,7 +28,7 @@ from raypress.operators.purification.choose_protection import (  # noqa: E402
     choose,
     choose_on,
 )
-from raypress.operators.purification.classifier_data import LabelledImages  # noqa: E402
+from raypress.operators.purification.classifiers.data import LabelledImages  # noqa: E402
 from raypress.operators.purification.protect import Protect, ProtectParams, protect_table, with_strength  # noqa: E402
 from raypress.operators.registry import get_op  # noqa: E402
 from raypress.schema import DETAIL_COL, NODE_COL, REASON_COL, alive_mask  # noqa: E402

@@ -18,7 +18,7 @@ from raypress.models.ddbm import VEBridge
 from raypress.operators.io.idx_images import FASHION_MNIST_DIR, dataset_files, read_idx
 from raypress.operators.purification.purify_baseline import PurifyBaseline, bit_depth, gaussian_blur, jpeg, median
 from raypress.image_codecs import decode_image, encode_png, from_float
-from raypress.operators.purification.metrics import mean_psnr, mse, psnr
+from raypress.operators.purification.metrics.psnr import mean_psnr, mse, psnr
 from raypress.operators.purification.purify import Purify, row_generators, row_seed, sample_rows
 from raypress.operators.purification.train_bridge import (
     TrainBridge,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raypress.operators.io.edgar_sgml import FilingProblem, iso_timestamp, split_submission
+from raypress.operators.io.edgar.sgml import FilingProblem, iso_timestamp, split_submission
 from raypress.operators.io.read_edgar import COLUMNS, ReadEdgar, read_edgar_file
 from raypress.operators.registry import get_op
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL

@@ -20,12 +20,12 @@ from PIL import Image
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from raypress.operators.shared.files import compression_of, open_maybe_compressed
-from raypress.operators.io.read_arxiv import read_source
 from raypress.operators.io.idx_images import read_idx
 from raypress.operators.io.image_folder import read_image_files
-from raypress.operators.io.sniff import describe, kind
+from raypress.operators.io.read_arxiv import read_source
 from raypress.operators.io.read_warc import read_warc_file
+from raypress.operators.io.sniff.magic import describe, kind
+from raypress.operators.shared.files import compression_of, open_maybe_compressed
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL
 
 HTML_PAGE = (b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>\n"

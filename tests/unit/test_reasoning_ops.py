@@ -12,16 +12,16 @@ import pytest
 import torch
 
 from moe_fixtures import save_tiny_model_dir
-from raypress.operators.reasoning.judges import CollectiveJudge, ExactStepJudge, ModelJudge, parse_verdicts
-from raypress.operators.reasoning.policies import ActorPolicy, OpenAIPolicy
-from raypress.operators.reasoning.bootstrap import bootstrap_interval
+from raypress.operators.reasoning.search.judges import CollectiveJudge, ExactStepJudge, ModelJudge, parse_verdicts
+from raypress.operators.reasoning.policies.backends import ActorPolicy, OpenAIPolicy
+from raypress.operators.reasoning.stats.bootstrap import bootstrap_interval
 from raypress.operators.reasoning.collective_sft import sft_texts
 from raypress.operators.reasoning.reasoning_report import markdown_table, summarise_run
 from raypress.operators.reasoning.train_policies import PolicySpec, TrainPoliciesParams, policy_corpus, without_questions
-from raypress.operators.reasoning.types import PolicyReply, Task
+from raypress.operators.reasoning.search.types import PolicyReply, Task
 
 pytest.importorskip("reasoning_gym")
-from raypress.operators.reasoning.tasks import get_family, make_tasks  # noqa: E402
+from raypress.operators.reasoning.tasks.catalog import get_family, make_tasks  # noqa: E402
 
 
 def run(coro):

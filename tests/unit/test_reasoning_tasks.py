@@ -9,14 +9,14 @@ import pyarrow as pa
 import pytest
 
 from raypress.operators.reasoning import reasoning_tasks
-from raypress.operators.reasoning.families.countdown import reachable
-from raypress.operators.reasoning.families.flaws import FLAW_KINDS
-from raypress.operators.reasoning.families.gsm_symbolic import arithmetic_claims
-from raypress.operators.reasoning.families.step_text import safe_eval, solution_text
+from raypress.operators.reasoning.tasks.families.countdown import reachable
+from raypress.operators.reasoning.tasks.families.flaws import FLAW_KINDS
+from raypress.operators.reasoning.tasks.families.gsm_symbolic import arithmetic_claims
+from raypress.operators.reasoning.tasks.families.step_text import safe_eval, solution_text
 from raypress.operators.reasoning.reasoning_tasks import ReasoningTasks, read_family
-from raypress.operators.reasoning.task_rows import task_from_row, task_to_row
-from raypress.operators.reasoning.tasks import FAMILIES, flawed_solution, get_family, make_tasks, worked_solution
-from raypress.operators.reasoning.types import Task, TaskFamily
+from raypress.operators.reasoning.tasks.rows import task_from_row, task_to_row
+from raypress.operators.reasoning.tasks.catalog import FAMILIES, flawed_solution, get_family, make_tasks, worked_solution
+from raypress.operators.reasoning.search.types import Task, TaskFamily
 from raypress.operators.registry import get_op
 
 N_TASKS = 20

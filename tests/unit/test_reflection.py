@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from raypress.operators.reasoning.families.step_text import solution_text
-from raypress.operators.reasoning.reflection import DEFAULT_PHRASE, negative_siblings, reflective_path, sft_records
-from raypress.operators.reasoning.search_result import BestPath, SearchResult
-from raypress.operators.reasoning.search_tree import Tree
-from raypress.operators.reasoning.types import Task
+from raypress.operators.reasoning.tasks.families.step_text import solution_text
+from raypress.operators.reasoning.search.reflection import DEFAULT_PHRASE, negative_siblings, reflective_path, sft_records
+from raypress.operators.reasoning.search.result import BestPath, SearchResult
+from raypress.operators.reasoning.search.tree import Tree
+from raypress.operators.reasoning.search.types import Task
 
 TASK = Task(id="q7", family="fake", question="make 7", answer="7")
 

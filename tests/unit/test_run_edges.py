@@ -14,7 +14,7 @@ import pytest
 
 from raypress.dag.destination import Destination, DestinationConflict
 from raypress.dag.fingerprint import input_change, input_files, output_change
-from raypress.dag.run_lock import RunLock
+from raypress.dag.run_lock import held_by_parent, RunLock
 from raypress.dag.supervisor import died_reason
 
 OWNER = {"pipeline": "p", "node": "out", "op": "write_jsonl"}
@@ -108,18 +108,23 @@ def test_a_dead_holders_lock_is_stale(tmp_path):
     lock.release()
 
 
-def test_a_child_of_the_holder_runs_under_its_lock(tmp_path):
+def test_a_child_of_the_holder_is_told_so_and_a_stranger_is_not(tmp_path):
+    """The CLI's child runs under its supervisor's lock: ``held_by_parent`` says so from the lock
+    file alone (no environment variable), and no other process is let in."""
     lock = RunLock(tmp_path).acquire()
     try:
-        code = f"from raypress.dag.run_lock import RunLock\nRunLock({str(tmp_path)!r}).acquire()\nprint('in')"
-        ok = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, **lock.child_env()})
-        assert ok.stdout.strip() == "in", ok.stderr
-        stranger = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                                  env={**os.environ, "RAYPRESS_RUN_LOCK_HOLDER": "1"})
-        assert stranger.returncode != 0 and "RunDirLocked" in stranger.stderr
+        code = (f"from raypress.dag.run_lock import RunLock, held_by_parent\nprint(held_by_parent({str(tmp_path)!r}))\n"
+                f"RunLock({str(tmp_path)!r}).acquire()")
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert child.stdout.strip() == "True"  # its parent (this process) holds the lock...
+        assert child.returncode != 0 and "RunDirLocked" in child.stderr  # ...so it must not take it again
+        grandchild = subprocess.run([sys.executable, "-c", f"import subprocess, sys\n"
+                                     f"print(subprocess.run([sys.executable, '-c', {code!r}], capture_output=True, "
+                                     f"text=True).stdout)"], capture_output=True, text=True, timeout=60)
+        assert grandchild.stdout.strip().startswith("False")  # not its parent: a stranger
     finally:
         lock.release()
+    assert not held_by_parent(tmp_path)
 
 
 def test_input_fingerprints_see_content_size_and_new_files(tmp_path):

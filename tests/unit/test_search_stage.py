@@ -13,7 +13,7 @@ pytest.importorskip("reasoning_gym")
 from raypress.operators.base import RunContext  # noqa: E402
 from raypress.operators.reasoning.comcts_search import ComctsSearch, SearchStageParams  # noqa: E402
 from raypress.operators.reasoning.reasoning_report import summarise_run  # noqa: E402
-from raypress.operators.reasoning.tasks import make_tasks  # noqa: E402
+from raypress.operators.reasoning.tasks.catalog import make_tasks  # noqa: E402
 from reasoning_fixtures import RuleSolver  # noqa: E402
 
 RUNS = [

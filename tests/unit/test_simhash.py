@@ -23,7 +23,7 @@ from raypress.operators.dedup.document_simhash_deduplicator import (
     SimhashParams,
     near_duplicates,
 )
-from raypress.operators.dedup.simhash import (
+from raypress.operators.dedup.simhash.blocks import (
     BLK,
     COMBO,
     HASH,
@@ -34,7 +34,7 @@ from raypress.operators.dedup.simhash import (
     shingles,
     simhashes,
 )
-from raypress.operators.dedup.task_shuffle import concat, local_step, route_by_value
+from raypress.operators.dedup.shuffle.tasks import concat, local_step, route_by_value
 from raypress.operators.registry import get_op, requirements
 from raypress.operators.shared.unicode_regex import compile_pattern
 from raypress.schema import DETAIL_COL, ID_COL, KIND_COL, REASON_COL
@@ -95,7 +95,8 @@ def test_defaults_and_name_are_data_juicers():
     ({"hamming_distance": 6}, "hamming_distance (6) must be less than num_blocks (6)"),
     ({"num_blocks": 65, "hamming_distance": 1}, "num_blocks must be between 1 and 64"),
     ({"num_blocks": 64, "hamming_distance": 5}, "makes 7624512 choices of blocks"),
-    ({"tokenization": "sentencepiece"}, "unknown tokenization 'sentencepiece'"),
+    ({"tokenization": "sentencepiece"}, "tokenization 'sentencepiece' is not supported"),
+    ({"tokenization": "words"}, "unknown tokenization 'words'"),
     ({"ignore_pattern": "(unclosed"}, "ignore_pattern is not a valid regular expression"),
     ({"ignore_pattern": r"\p{Nonsense}"}, "only Unicode general categories are supported"),
     ({"window_size": 0}, "greater than 0"),

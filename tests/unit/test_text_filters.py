@@ -23,8 +23,8 @@ from raypress.operators.text.special_characters_filter import SpecialCharactersF
 from raypress.operators.text.stopwords_filter import StopwordsFilter
 from raypress.operators.text.text_length_filter import TextLengthFilter
 from raypress.operators.text.word_repetition_filter import WordRepetitionFilter
-from raypress.operators.text.wordlists import SHIPPED_DIR, load_words_asset
-from raypress.operators.text.words import SPECIAL_CHARACTERS, refined_words, split_on_whitespace, strip
+from raypress.operators.text.words.lists import SHIPPED_DIR, load_words_asset
+from raypress.operators.text.words.vocabulary import SPECIAL_CHARACTERS, refined_words, split_on_whitespace, strip
 from raypress.operators.text.words_num_filter import WordsNumFilter
 
 FILTERS = {
@@ -345,8 +345,8 @@ def test_batch_stats_equal_row_by_row_stats(cls, params):
 def test_special_characters_are_data_juicers_own_set():
     """Data-Juicer's list holds C1 controls, a soft hyphen, a zero-width space and a BOM, and only
     some Unicode spaces: NBSP is a word character there, so it is one here (c07c2d7)."""
-    from raypress.operators.text.batch import special_lut
-    from raypress.operators.text.words import SPECIAL_CHARACTERS
+    from raypress.operators.text.words.batch import special_lut
+    from raypress.operators.text.words.vocabulary import SPECIAL_CHARACTERS
 
     for c in "\u200b\ufeff\u00ad\u0081\u0085\u0092\u2009\u3000":
         assert c in SPECIAL_CHARACTERS and special_lut()[ord(c)], repr(c)

@@ -178,7 +178,7 @@ def test_punctuation_normalization():
 
 def test_normalizers_match_data_juicer_character_by_character_definition():
     from raypress.operators.text.punctuation_normalization_mapper import PUNCTUATION_UNICODE
-    from raypress.operators.text.words import VARIOUS_WHITESPACES
+    from raypress.operators.text.words.vocabulary import VARIOUS_WHITESPACES
 
     rng = random.Random(11)
     alphabet = list("ab \t\n.,") + sorted(VARIOUS_WHITESPACES) + sorted(PUNCTUATION_UNICODE) + ["é", "日", "\u2028"]

@@ -13,13 +13,13 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from raypress.operators.io.html_charset import UndecodableHtml, decode_html
 from raypress.operators.io.read_warc import (
     HTML_SCHEMA,
     IMAGE_SCHEMA,
     ReadWarc,
     read_warc_file,
 )
+from raypress.operators.io.sniff.html_charset import UndecodableHtml, decode_html
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL, TOMBSTONE_COLS
 
 PNG_1x1 = bytes.fromhex(

@@ -32,9 +32,9 @@ from pydantic import Field, model_validator
 
 from raypress.artifacts import Artifact, DatasetArtifact
 from raypress.operators.base import Mapper, Params
-from raypress.operators.shared.documents import TEXT_SEPARATOR, Document, replace_documents, table_to_documents
-from raypress.operators.curation.image_info import image_info
+from raypress.operators.curation.images.info import image_info
 from raypress.operators.registry import register
+from raypress.operators.shared.documents import TEXT_SEPARATOR, Document, replace_documents, table_to_documents
 from raypress.schema import ArtifactType
 
 _URL_SAFE = "/:?&=+@;,~!$'()*[]%#"

@@ -1,10 +1,10 @@
 """``beancounter_demographics``: BeanCounter's toxicity and demographics analysis, filings vs a reference corpus.
 
 Wang & Levy (2024) asked whether business filings talk about demographic groups less toxically
-than web text.  Their method, followed here (see ``descriptor_matching`` for the details):
+than web text.  Their method, followed here (see ``beancounter.descriptor_matching`` for the details):
 
 1. The HolisticBias v1.1 descriptors of five axes as 206 surface forms folded back to their
-   descriptor (``holisticbias_descriptors``).
+   descriptor (``beancounter.holisticbias_descriptors``).
 2. Each document of the ``filings`` input is cut into sentences (pySBD); a sentence mentioning a
    descriptor (case-sensitive, word boundaries) is attributed to its longest mention; sentences
    are deduplicated by MD5 across the corpus.  The same for the ``reference`` corpus (e.g. web text).
@@ -13,7 +13,7 @@ than web text.  Their method, followed here (see ``descriptor_matching`` for the
    descriptor, so a descriptor's sample does not depend on which other descriptors occur.
 4. Every filings sentence and every sampled reference sentence is scored for toxicity
    (``scorer``: ``profanity_check`` offline by default, ``perspective`` with a key; see
-   ``toxicity_scorers``).  Per descriptor: mean of each corpus, percent reduction
+   ``beancounter.toxicity.scorers``).  Per descriptor: mean of each corpus, percent reduction
    ``mean_filings / mean_reference - 1``, and Welch's t-test (unequal variances).
 5. Share of documents (and of filings, by ``group_key``, e.g. ``accession``) mentioning each
    axis, with the denominator; the top descriptors per axis; the pronoun table.
@@ -40,11 +40,11 @@ from pydantic import Field
 
 from raypress.artifacts import Artifact, DatasetArtifact, ReportArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.curation.beancounter_report_files import figure, markdown
-from raypress.operators.curation.descriptor_matching import PRONOUNS, DescriptorMatcher, scan_document
-from raypress.operators.curation.holisticbias_descriptors import AXES, load_descriptors, surface_forms
-from raypress.operators.curation.toxicity_scorers import PERSPECTIVE_ENDPOINT, ToxicityScorer, make_scorer
-from raypress.operators.curation.toxicity_statistics import compare, sample_indices
+from raypress.operators.curation.beancounter.descriptor_matching import PRONOUNS, DescriptorMatcher, scan_document
+from raypress.operators.curation.beancounter.holisticbias_descriptors import AXES, load_descriptors, surface_forms
+from raypress.operators.curation.beancounter.report_files import figure, markdown
+from raypress.operators.curation.beancounter.toxicity.comparison import compare, sample_indices
+from raypress.operators.curation.beancounter.toxicity.scorers import PERSPECTIVE_ENDPOINT, ToxicityScorer, make_scorer
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, ArtifactType
 

@@ -21,7 +21,7 @@ node, only per table row.
 Plain text: line breaks kept; ``<PAGE>`` lines, form feeds and the table markup tags removed;
 entities with their ``;`` decoded; ``tables: drop`` removes ``<TABLE>...</TABLE>`` blocks.
 
-Both then go through ``edgar_text_cleanup``: Unicode (NFKC but superscripts and fractions),
+Both then go through ``edgar.text_cleanup``: Unicode (NFKC but superscripts and fractions),
 runs of spaces collapsed, lines stripped, page numbers / rule lines / "Table of Contents" links /
 running headers removed, at most one blank line between paragraphs.
 
@@ -40,7 +40,7 @@ from pydantic import Field
 from selectolax.lexbor import LexborHTMLParser
 
 from raypress.operators.base import TextMapper, TextParams
-from raypress.operators.curation.edgar_text_cleanup import (
+from raypress.operators.curation.edgar.text_cleanup import (
     CELL,
     LINE,
     MARKER_RE,

@@ -1,5 +1,5 @@
 """`html_to_interleaved`: HTML pages -> interleaved documents, one per row (the op; the
-extraction itself, OBELICS-style, is in ``html_extract``).
+extraction itself, OBELICS-style, is in ``html.extract``).
 
 The document columns replace the row's; the other columns pass through, and the HTML column is
 dropped unless ``keep_html`` (it is by far the largest).
@@ -13,7 +13,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Mapper, Params
-from raypress.operators.curation.html_extract import DROP_TAGS, INLINE_TAGS, html_document
+from raypress.operators.curation.html.extract import DROP_TAGS, INLINE_TAGS, html_document
 from raypress.operators.registry import register
 from raypress.operators.shared.documents import DOCUMENT_COLUMNS, documents_to_table
 from raypress.schema import ID_COL

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from raypress.operators.curation.dj_images import ImageListFilter, ImageListParams, RowImage, in_range
+from raypress.operators.curation.images.list_filter import ImageListFilter, ImageListParams, RowImage, in_range
 from raypress.operators.registry import register
 
 

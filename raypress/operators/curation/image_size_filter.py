@@ -10,7 +10,8 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from raypress.operators.curation.dj_images import ImageListFilter, ImageListParams, RowImage, in_range, size_to_bytes
+from raypress.operators.curation.images.list_filter import (ImageListFilter, ImageListParams, RowImage, in_range,
+                                                            size_to_bytes)
 from raypress.operators.registry import register
 
 _MINT_PARAMS = {"min_side", "max_side", "max_aspect_ratio", "max_aspect_ratio_pdf"}

@@ -1,7 +1,7 @@
 """`latex_to_interleaved`: arXiv LaTeX sources (rows of ``read_arxiv``) -> interleaved documents.
 
 The op reads each row's ``tex``, ``main_file`` and ``files`` and hands them to
-``latex_extract.latex_document`` (its docstring lists the extraction's steps); the figure counts
+``latex.extract.latex_document`` (its docstring lists the extraction's steps); the figure counts
 and the parser used become columns, and the source columns are dropped unless ``keep_source``.
 A source that leaves neither text nor figures raises ``ValueError``: the runner quarantines
 that row only.
@@ -15,7 +15,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Mapper, Params
-from raypress.operators.curation.latex_extract import latex_document
+from raypress.operators.curation.latex.extract import latex_document
 from raypress.operators.registry import register
 from raypress.operators.shared.documents import DOCUMENT_COLUMNS, documents_to_table
 from raypress.schema import ID_COL

@@ -1,6 +1,6 @@
 """refinedweb_gopher_quality_filter: DCLM's RefinedWeb reproduction of the Gopher quality rules.
 
-The statistics are computed in ``gopher_rules`` (pure functions); this module only reads the
+The statistics are computed in ``gopher.rules`` (pure functions); this module only reads the
 text of each row, collects the stats and names the first rule a page fails.
 """
 
@@ -12,8 +12,7 @@ import pyarrow as pa
 from pydantic import Field, NonNegativeInt
 
 from raypress.operators.base import Filter, Params, range_reason
-from raypress.operators.shared.documents import document_text
-from raypress.operators.curation.gopher_rules import (
+from raypress.operators.curation.gopher.rules import (
     DCLM_LINE_SUBSTRINGS,
     STAT_NAMES,
     LineModifiers,
@@ -23,6 +22,7 @@ from raypress.operators.curation.gopher_rules import (
     top_stat,
 )
 from raypress.operators.registry import register
+from raypress.operators.shared.documents import document_text
 
 
 def _rule(default: float, what: str) -> Any:

@@ -14,7 +14,7 @@ import pyarrow as pa
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from raypress.operators.base import Mapper, Params
-from raypress.operators.curation.image_info import ImageInfo, image_info
+from raypress.operators.curation.images.info import ImageInfo, image_info
 from raypress.operators.registry import register
 from raypress.operators.shared.documents import CONTENT_COLUMNS, replace_documents, table_to_documents
 
@@ -38,7 +38,7 @@ class RemoveImagesByShapeMapper(Mapper[RemoveImagesByShapeParams]):
     max_aspect_ratio (2 for HTML, 3 for PDF), and images whose bytes are not a readable image.
 
     Sizes come from ``image_metadata`` height/width when set, else from the image header (no
-    pixel decoding, ``image_info``); what a header gives fills the null fields of
+    pixel decoding, ``images.info``); what a header gives fills the null fields of
     ``image_metadata`` (height, width, format, sha256).  Images with neither a size nor bytes
     are removed too: they cannot be checked.  Adds ``images_removed_shape`` (per document)."""
 

@@ -60,9 +60,9 @@ the reason cannot be the kept twin's id) and detail ``{"contained_fraction",
 "contained_ngrams", "ngrams"}``.  Kept documents get ``bff_removed_paragraphs``; rows that
 arrive as tombstones pass through untouched and are not seen by the filter.
 
-The parts live in modules of their own: ``bff_ngrams`` (tokenising and hashing),
-``bff_decisions`` (a batch's exact decisions, document edits), ``bff_order`` (pass 1 on Ray, the
-merge into input order) and ``bff_shards`` (the filter's actors, the verdicts, pass 3).
+The parts live in modules of their own: ``bff.ngrams`` (tokenising and hashing),
+``bff.decisions`` (a batch's exact decisions, document edits), ``bff.order`` (pass 1 on Ray, the
+merge into input order) and ``bff.shards`` (the filter's actors, the verdicts, pass 3).
 """
 
 from __future__ import annotations
@@ -73,11 +73,11 @@ from typing import TYPE_CHECKING, Sequence
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Deduplicator, Params, RunContext
-from raypress.operators.dedup.bff_decisions import BffVerdict, apply_verdict, resolve_batch
-from raypress.operators.dedup.bff_ngrams import hash_documents
-from raypress.operators.dedup.bff_order import batch_from_table, hash_block, ordered_ranges
-from raypress.operators.dedup.bff_shards import REMOVED_COL, ShardedBloom, apply_block, store_verdicts, wait_all
-from raypress.operators.dedup.bloom import BitFilter, optimal_num_bits, optimal_num_hashes
+from raypress.operators.dedup.bff.decisions import BffVerdict, apply_verdict, resolve_batch
+from raypress.operators.dedup.bff.ngrams import hash_documents
+from raypress.operators.dedup.bff.order import batch_from_table, hash_block, ordered_ranges
+from raypress.operators.dedup.bff.shards import REMOVED_COL, ShardedBloom, apply_block, store_verdicts, wait_all
+from raypress.operators.dedup.bff.bloom import BitFilter, optimal_num_bits, optimal_num_hashes
 from raypress.operators.registry import register
 from raypress.operators.shared.documents import CONTENT_COLUMNS, DOCUMENT_COLUMNS, Document
 from raypress.schema import ID_COL

@@ -3,7 +3,7 @@
 Each ``"\\n"``-separated line of a document's text (every text position of MINT-1T's interleaved
 ``texts``, or one ``text`` string) is normalised and hashed as CCNet does (lower-case, digits ->
 0, CCNet's Unicode punctuation and control characters deleted; SHA-1's first 8 bytes; see
-``ccnet_paragraphs``), and lines whose hash occurs more than once in the corpus are removed:
+``ccnet.paragraphs``), and lines whose hash occurs more than once in the corpus are removed:
 
 * ``keep: none`` (default): every occurrence, the first included - what CCNet's ``mine.py`` and
   the paper do (``deduplicate_two_pass``: "even removing the first occurrence"), which is what
@@ -49,7 +49,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Deduplicator, Params, RunContext
-from raypress.operators.dedup.ccnet_paragraphs import (
+from raypress.operators.dedup.ccnet.paragraphs import (
     OCCURRENCE_SCHEMA,
     REMOVED_COL,
     Counts,

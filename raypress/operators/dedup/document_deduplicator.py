@@ -4,7 +4,7 @@ Normalization and hash follow Data-Juicer's ``DocumentDeduplicator`` (optional l
 optional removal of whitespace, digits and ASCII punctuation, then ``strip()``, then md5 of the
 UTF-8 bytes), so the md5 recorded in each duplicate's detail is the value Data-Juicer computes.
 Data-Juicer keeps the first occurrence in dataset order; on a distributed dataset that order is
-not stable, so here each group keeps its smallest ``id`` instead (see ``exact.py``).
+not stable, so here each group keeps its smallest ``id`` instead (see ``exact/by_key.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Deduplicator, Params, RunContext
-from raypress.operators.dedup.exact import keep_smallest_id
+from raypress.operators.dedup.exact.by_key import keep_smallest_id
 from raypress.operators.registry import register
 from raypress.schema import (
     ID_COL,

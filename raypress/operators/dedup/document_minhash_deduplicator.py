@@ -5,13 +5,13 @@ permutations, Jaccard threshold, bands/rows chosen by ``optimal_param`` unless g
 differs, on purpose: Data-Juicer keeps the first document of a cluster in dataset order, which a
 distributed dataset does not have, so each cluster keeps its smallest ``id``; an empty document
 (no shingles) is never anyone's duplicate; ``verify`` can check candidates by exact Jaccard.
-The distributed machinery is in ``minhash_dedup`` (driver), ``minhash_lsh`` (bands, buckets,
-verification) and ``connected_components``.
+The distributed machinery is in ``minhash/`` (``deduplicator``: the driver, ``lsh``: bands, buckets,
+verification) and ``graph.connected_components``.
 """
 
 from __future__ import annotations
 
-from raypress.operators.dedup.minhash_dedup import MinhashDeduplicator, MinhashParams
+from raypress.operators.dedup.minhash.deduplicator import MinhashDeduplicator, MinhashParams
 from raypress.operators.registry import register
 
 

@@ -1,6 +1,6 @@
 """``document_simhash_deduplicator``: Data-Juicer's SimHash near-dedup, distributed and deterministic.
 
-Same parameters, defaults and SimHash as Data-Juicer's op (see ``simhash``): documents whose
+Same parameters, defaults and SimHash as Data-Juicer's op (see ``simhash.blocks``): documents whose
 64-bit SimHashes differ in at most ``hamming_distance`` bits are linked, and each connected
 component keeps one document.  Data-Juicer keeps the first in dataset order, which a distributed
 dataset does not have: here the smallest ``id`` (the first, for ids in input order).  The flow is
@@ -11,7 +11,7 @@ one integer per task only:
    document and choice of blocks, shuffled by ``block_key``;
 2. per partition, ``pairs_step``: equal SimHashes and pairs within the Hamming distance become
    edges;
-3. ``connected_components`` labels every document of a component with its smallest id;
+3. ``graph.connected_components`` labels every document of a component with its smallest id;
 4. the labels go back to their blocks, where labelled rows become DUPLICATE tombstones (reason:
    the kept id) and rows whose text is not a string ERROR tombstones.  Texts never move.
 
@@ -20,17 +20,16 @@ The output is the same for any block, partition or worker count.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
-from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
-from raypress.operators.base import Deduplicator, Params, RunContext
-from raypress.operators.dedup.connected_components import connected_components
-from raypress.operators.dedup.minhash_dedup import mark_step
-from raypress.operators.dedup.minhash_shingles import TOKENIZATIONS
-from raypress.operators.dedup.simhash import SimhashConfig, check_blocks, pairs_step, simhash_step
-from raypress.operators.dedup.task_shuffle import run_step, total
+from raypress.operators.base import Deduplicator, RunContext
+from raypress.operators.dedup.graph.connected_components import connected_components
+from raypress.operators.dedup.minhash.deduplicator import mark_step, text_blocks
+from raypress.operators.dedup.minhash.shingles import ShingleParams
+from raypress.operators.dedup.simhash.blocks import SimhashConfig, check_blocks, pairs_step, simhash_step
+from raypress.operators.dedup.shuffle.tasks import run_step, total
 from raypress.operators.registry import register
 from raypress.operators.shared.unicode_regex import compile_pattern
 from raypress.schema import ID_COL
@@ -41,35 +40,16 @@ if TYPE_CHECKING:  # pragma: no cover
 DETAIL_KEY = "simhash_component"
 
 
-class SimhashParams(Params):
-    text_key: str = Field("text", description="column holding the document text")
-    tokenization: str = Field("space", description="shingle tokens: 'space' (words), 'punctuation' "
-                              "(pieces between punctuation marks) or 'character'")
+class SimhashParams(ShingleParams):
     window_size: PositiveInt = Field(6, description="tokens per shingle")
-    lowercase: bool = Field(True, description="lowercase the text before shingling")
-    ignore_pattern: str | None = Field(None, description="regex whose matches are removed before shingling")
     num_blocks: PositiveInt = Field(6, description="blocks the 64 SimHash bits are cut into to find candidates")
     hamming_distance: NonNegativeInt = Field(4, description="documents whose SimHashes differ in at most this "
                                              "many bits are near duplicates (must be < num_blocks)")
-    num_partitions: PositiveInt | None = Field(None, description="shuffle partitions (default: one per "
-                                               "100,000 input rows, at most 200)")
 
-    @field_validator("tokenization")
     @classmethod
-    def _known_tokenization(cls, value: str) -> str:
-        if value not in TOKENIZATIONS:
-            raise ValueError(f"unknown tokenization {value!r}; expected one of {TOKENIZATIONS}")
-        return value
-
-    @field_validator("ignore_pattern")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value:
-            try:
-                compile_pattern(value)
-            except ValueError as exc:
-                raise ValueError(f"ignore_pattern is not a valid regular expression: {exc}") from None
-        return value
+    def compile_ignore(cls, pattern: str) -> Any:
+        """Data-Juicer's SimHash patterns use ``\\p{P}``: compiled as ``simhash.blocks`` does."""
+        return compile_pattern(pattern)
 
     @model_validator(mode="after")
     def _blocks_fit(self) -> "SimhashParams":
@@ -94,16 +74,7 @@ class DocumentSimhashDeduplicator(Deduplicator[SimhashParams]):
         import ray.data
 
         p = self.params
-        if ctx.input_rows is None:  # called outside a run: size the default shuffle by the input
-            ctx = dataclasses.replace(ctx, input_rows=ds.count())
-        if ctx.input_rows == 0:
-            return ds
-        schema = ds.schema()
-        columns = list(schema.names) if schema is not None else []
-        if columns and p.text_key not in columns:
-            raise ValueError(f"{self.name}: the input has no column {p.text_key!r} (columns: {', '.join(columns)}); "
-                             "name the text column with `text_key`")
-        blocks = ds.to_arrow_refs()
+        ctx, blocks = text_blocks(self.name, ds, ctx, p.text_key)
         if not blocks:
             return ds
         n = p.num_partitions or ctx.shuffle_partitions()

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from pydantic import Field
 
 from raypress.operators.base import Deduplicator, Params, RunContext
-from raypress.operators.dedup.exact import keep_smallest_id
+from raypress.operators.dedup.exact.by_key import keep_smallest_id
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, alive_mask, ensure_tombstone_columns
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from raypress.operators.base import RunContext
-from raypress.operators.dedup.minhash_dedup import MinhashDeduplicator, MinhashParams
-from raypress.operators.dedup.minhash_lsh import LSHConfig
+from raypress.operators.dedup.minhash.deduplicator import MinhashDeduplicator, MinhashParams
+from raypress.operators.dedup.minhash.lsh import LSHConfig
 from raypress.operators.registry import register
 
 if TYPE_CHECKING:  # pragma: no cover

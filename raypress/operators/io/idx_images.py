@@ -21,12 +21,12 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field, model_validator
 
+from raypress.image_codecs import encode_png
 from raypress.operators.base import Params, Reader, RunContext
+from raypress.operators.io.sniff.magic import describe
+from raypress.operators.registry import register
 from raypress.operators.shared.files import compression_of, map_items, open_maybe_compressed
 from raypress.operators.shared.rows import combine
-from raypress.operators.io.sniff import describe
-from raypress.image_codecs import encode_png
-from raypress.operators.registry import register
 from raypress.schema import ID_COL
 
 IDX_IMAGES_MAGIC = 0x00000803  # unsigned byte data, 3 dimensions (count, rows, cols)

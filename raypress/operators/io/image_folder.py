@@ -21,10 +21,10 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import Field, field_validator
 
 from raypress.operators.base import Params, Reader, RunContext
+from raypress.operators.io.sniff.magic import HEAD_BYTES, describe
+from raypress.operators.registry import register
 from raypress.operators.shared.files import map_items
 from raypress.operators.shared.rows import combine, tombstones
-from raypress.operators.io.sniff import HEAD_BYTES, describe
-from raypress.operators.registry import register
 from raypress.schema import ID_COL
 
 FILES_PER_TASK = 512

@@ -50,11 +50,11 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.shared.latex_source import FIGURE_EXTENSIONS, comment_start, strip_comments
-from raypress.operators.shared.files import Globs, map_files
-from raypress.operators.shared.rows import combine
-from raypress.operators.io.sniff import HEAD_BYTES, describe, kind
+from raypress.operators.io.sniff.magic import HEAD_BYTES, describe, kind
 from raypress.operators.registry import register
+from raypress.operators.shared.files import Globs, map_files
+from raypress.operators.shared.latex_source import FIGURE_EXTENSIONS, comment_start, strip_comments
+from raypress.operators.shared.rows import combine
 from raypress.schema import ID_COL, TombstoneKind, with_tombstones
 
 FILE_TYPE = pa.struct([("path", pa.string()), ("data", pa.binary())])

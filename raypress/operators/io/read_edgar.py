@@ -3,7 +3,7 @@
 Input files are full submissions (``.txt``, the feed's ``.nc``; PEM-wrapped or not; gzip, bzip2 or
 xz compressed recognised by content) or single filings saved as HTML (a main document, an
 inline-XBRL file, an exhibit still wrapped in its ``<DOCUMENT>`` lines).  Parsing is
-``edgar_sgml``'s; this module turns its parts into rows.
+``edgar.sgml``'s; this module turns its parts into rows.
 
 Columns: ``id`` (``{source}#{sequence}``), ``source`` (the path as matched), ``accession``,
 ``filename``, ``type_filing`` (the submission's form type), ``type_attachment`` (this document's
@@ -32,7 +32,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io.edgar_sgml import (
+from raypress.operators.io.edgar.sgml import (
     EdgarDocument,
     EdgarHeader,
     FilingProblem,
@@ -42,7 +42,7 @@ from raypress.operators.io.edgar_sgml import (
     split_submission,
     unwrap,
 )
-from raypress.operators.io.sniff import HEAD_BYTES, describe
+from raypress.operators.io.sniff.magic import HEAD_BYTES, describe
 from raypress.operators.registry import register
 from raypress.operators.shared.files import Globs, expand_globs, map_files, open_maybe_compressed
 from raypress.schema import DETAIL_COL, ID_COL, KIND_COL, NODE_COL, REASON_COL, TombstoneKind

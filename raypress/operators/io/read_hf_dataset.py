@@ -22,10 +22,10 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io.hf_offline import offline_datasets
+from raypress.operators.io.hf.offline import offline_datasets
+from raypress.operators.registry import register
 from raypress.operators.shared.files import map_items
 from raypress.operators.shared.rows import with_row_ids
-from raypress.operators.registry import register
 from raypress.schema import ID_COL
 
 if TYPE_CHECKING:  # pragma: no cover

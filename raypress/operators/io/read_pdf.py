@@ -19,11 +19,11 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Params, Reader, RunContext, json_detail
-from raypress.operators.shared.files import Globs, expand_globs, map_files
-from raypress.operators.shared.rows import combine
-from raypress.operators.io.sniff import HEAD_BYTES, describe
+from raypress.operators.io.sniff.magic import HEAD_BYTES, describe
 from raypress.operators.registry import register
+from raypress.operators.shared.files import Globs, expand_globs, map_files
 from raypress.operators.shared.pymupdf import import_pymupdf
+from raypress.operators.shared.rows import combine
 from raypress.schema import ID_COL, TombstoneKind, with_tombstones
 
 COLUMNS = (ID_COL, "path", "pdf_bytes", "n_pages", "file_bytes")

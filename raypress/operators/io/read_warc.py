@@ -16,9 +16,9 @@ gzip member when the compressed data itself is corrupt.  Every response/resource
 input row: the ones of the other content (images in an HTML read...) leave as FILTERED tombstones,
 so the ledger adds up.  Request, metadata, warcinfo and revisit records are not rows.
 
-This module turns records into rows; the records come from ``warc_records`` (warcio and the
-resynchronisation), which reads through ``warc_streams`` (decompression, offsets), and HTML bodies
-are decoded by ``html_charset``.
+This module turns records into rows; the records come from ``warc.records`` (warcio and the
+resynchronisation), which reads through ``warc.streams`` (decompression, offsets), and HTML bodies
+are decoded by ``sniff.html_charset``.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io.html_charset import UndecodableHtml, decode_html
-from raypress.operators.io.warc_records import GENERIC_TYPES, HTML_TYPES, Content, WarcItem, iter_warc_items
-from raypress.operators.shared.files import Globs, expand_globs, map_files
+from raypress.operators.io.sniff.html_charset import UndecodableHtml, decode_html
+from raypress.operators.io.warc.records import GENERIC_TYPES, HTML_TYPES, Content, WarcItem, iter_warc_items
 from raypress.operators.registry import register
+from raypress.operators.shared.files import Globs, expand_globs, map_files
 from raypress.schema import DETAIL_COL, ID_COL, KIND_COL, NODE_COL, REASON_COL, TombstoneKind
 
 _HTML_START = re.compile(rb"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b", re.IGNORECASE | re.DOTALL)

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from raypress.operators.base import RunContext, Writer, WriterParams
-from raypress.operators.io.files_atomic import part_path, write_parquet_part
-from raypress.operators.io.hf_offline import offline_datasets
+from raypress.operators.io.hf.offline import offline_datasets
+from raypress.operators.io.parts.atomic import part_path, write_parquet_part
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 

@@ -15,8 +15,8 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Writer, WriterParams
-from raypress.operators.io.files_atomic import atomic_path, part_path
-from raypress.operators.io.single_file import is_file_path, join_jsonl, joined_path
+from raypress.operators.io.parts.atomic import atomic_path, part_path
+from raypress.operators.io.parts.single_file import is_file_path, join_jsonl, joined_path
 from raypress.operators.registry import register
 
 

@@ -6,8 +6,8 @@ import pyarrow as pa
 from pydantic import Field
 
 from raypress.operators.base import Writer, WriterParams
-from raypress.operators.io.files_atomic import part_path, write_parquet_part
-from raypress.operators.io.single_file import is_file_path, join_parquet, joined_path
+from raypress.operators.io.parts.atomic import part_path, write_parquet_part
+from raypress.operators.io.parts.single_file import is_file_path, join_parquet, joined_path
 from raypress.operators.registry import register
 
 

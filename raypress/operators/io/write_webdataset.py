@@ -24,7 +24,7 @@ import xxhash
 from pydantic import Field
 
 from raypress.operators.base import Writer, WriterParams
-from raypress.operators.io.files_atomic import atomic_path, part_path
+from raypress.operators.io.parts.atomic import atomic_path, part_path
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 

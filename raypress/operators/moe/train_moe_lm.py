@@ -1,9 +1,10 @@
-"""``train_moe_lm``: the MoE language-model trainer (``operators/shared/moe_lm_training.py``) as an op."""
+"""``train_moe_lm``: the MoE language-model trainer (``operators/shared/moe_lm_trainer.py``, whose Ray Train loop is
+``training/moe_lm.py``) as an op."""
 
 from __future__ import annotations
 
 from raypress.operators.registry import register
-from raypress.operators.shared.moe_lm_training import MoELMTrainer
+from raypress.operators.shared.moe_lm_trainer import MoELMTrainer
 
 
 @register("train_moe_lm", requires={"torch": "moe", "safetensors": "moe", "tokenizers": "moe"})

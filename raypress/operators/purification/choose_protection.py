@@ -23,8 +23,8 @@ from pydantic import Field, field_validator
 
 from raypress.artifacts import Artifact, ReportArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.purification.classifier_data import LabelledImages, gather_rows
-from raypress.operators.purification.protections import Method, measure_budget, method_params, protect_images
+from raypress.operators.purification.classifiers.data import LabelledImages, gather_rows
+from raypress.operators.purification.protections.attacks import Method, measure_budget, method_params, protect_images
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType
 

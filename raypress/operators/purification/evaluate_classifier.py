@@ -18,9 +18,10 @@ import torch
 from pydantic import Field
 
 from raypress.artifacts import Artifact, ModelArtifact, ReportArtifact
+from raypress.models.device import choose_device
 from raypress.models.image_classifier import ImageClassifier, classifier_set_members, load_classifier
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.purification.classifier_data import gather_rows
+from raypress.operators.purification.classifiers.data import gather_rows
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, ArtifactType
 
@@ -81,7 +82,7 @@ class EvaluateClassifier(Stage[EvaluateClassifierParams]):
         if not isinstance(model_art, ModelArtifact):
             raise ValueError(f"node {ctx.node_id!r}: `model` must be a Model artifact")
         members = classifier_set_members(model_art.path)
-        device = p.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device = choose_device(p.device)
         models = {seed: load_classifier(path, device)[0] for seed, path in members.items()}
         first = next(iter(models.values())).config
         start = time.perf_counter()

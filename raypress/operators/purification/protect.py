@@ -29,7 +29,7 @@ from pydantic import Field, model_validator
 from raypress.artifacts import Artifact, DatasetArtifact
 from raypress.image_codecs import decode_image, encode_pngs
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.purification.protections import Method, measure_budget, method_params, protect_images
+from raypress.operators.purification.protections.attacks import Method, measure_budget, method_params, protect_images
 from raypress.operators.registry import register
 from raypress.operators.shared.rows import combine, tombstones
 from raypress.schema import ID_COL, ArtifactType

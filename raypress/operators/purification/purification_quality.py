@@ -20,8 +20,8 @@ from pydantic import Field
 
 from raypress.artifacts import Artifact, ReportArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.purification.classifier_data import gather_rows
-from raypress.operators.purification.metrics import DEFAULT_CAP_DB, psnr
+from raypress.operators.purification.classifiers.data import gather_rows
+from raypress.operators.purification.metrics.psnr import DEFAULT_CAP_DB, psnr
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, ArtifactType
 

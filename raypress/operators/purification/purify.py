@@ -31,6 +31,7 @@ from pydantic import Field
 from raypress.artifacts import Artifact
 from raypress.image_codecs import decode_images, encode_pngs, from_float, to_float
 from raypress.models.bridge_unet import load_bridge
+from raypress.models.device import choose_device
 from raypress.models.ddbm import (
     SAMPLER_T_OFFSET,
     VEBridge,
@@ -40,7 +41,7 @@ from raypress.models.ddbm import (
     sde_drift,
 )
 from raypress.operators.base import Mapper, Params, Resources
-from raypress.operators.purification.purified_rows import PURIFIED_BY, replace_images
+from raypress.operators.purification.purifiers.rows import PURIFIED_BY, replace_images
 from raypress.operators.registry import register
 from raypress.schema import ID_COL, ArtifactType
 
@@ -117,14 +118,6 @@ def sample_rows(
     return x.clamp(-1, 1)
 
 
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but torch sees no CUDA device")
-    return torch.device(device)
-
-
 @register("purify", requires={"torch": "purify", "PIL": "purify"})
 class Purify(Mapper[PurifyParams]):
     """Purify protected images with a trained BridgePure model (DDBM sampler, or the one-step ablation)."""
@@ -144,7 +137,7 @@ class Purify(Mapper[PurifyParams]):
         path = getattr(model, "path", None)
         if path is None:
             raise ValueError(f"purify's 'model' input is a {type(model).__name__}, not a Model")
-        self.device = resolve_device(self.params.device)
+        self.device = torch.device(choose_device(self.params.device))
         try:
             self.net, config = load_bridge(path, self.device)
         except ValueError as exc:  # names the kind found, e.g. a classifier wired in by mistake

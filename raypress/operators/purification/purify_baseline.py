@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from raypress.image_codecs import decode_image, encode_png
 from raypress.operators.base import Mapper, Params
-from raypress.operators.purification.purified_rows import PURIFIED_BY, replace_images
+from raypress.operators.purification.purifiers.rows import PURIFIED_BY, replace_images
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
 

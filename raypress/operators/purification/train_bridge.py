@@ -54,7 +54,7 @@ from raypress.models.bridge_unet import KIND, BridgeUNet, BridgeUNetConfig, save
 from raypress.models.ddbm import VEBridge, ema_model, prenoise_mix
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
-from raypress.operators.shared.train_storage import all_sum, checkpoint_folder
+from raypress.training.storage import all_sum, checkpoint_folder
 from raypress.schema import ID_COL, ArtifactType
 
 PAIRS_NEEDED = ("train_bridge needs leaked pairs: rows with image and clean_image "
@@ -322,7 +322,7 @@ class TrainBridge(Stage[TrainBridgeParams]):
         os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is first imported
         import ray
 
-        from raypress.operators.shared.train_storage import fit_with_progress
+        from raypress.training.storage import fit_with_progress
 
         p = self.params
         seed = ctx.seed if p.seed is None else p.seed

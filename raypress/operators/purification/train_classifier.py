@@ -53,9 +53,9 @@ from raypress.models.image_classifier import (
     write_classifier_set,
 )
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.purification.classifier_data import gather_rows
+from raypress.operators.purification.classifiers.data import gather_rows
 from raypress.operators.registry import register
-from raypress.operators.shared.train_storage import checkpoint_folder
+from raypress.training.storage import checkpoint_folder
 from raypress.schema import ID_COL, ArtifactType
 
 
@@ -231,7 +231,7 @@ class TrainClassifier(Stage[TrainClassifierParams]):
         os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is first imported
         import ray
 
-        from raypress.operators.shared.train_storage import fit_with_progress
+        from raypress.training.storage import fit_with_progress
 
         p = self.params
         start = time.perf_counter()

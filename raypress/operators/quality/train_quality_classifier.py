@@ -26,7 +26,7 @@ from raypress.artifacts import Artifact, ModelArtifact
 from raypress.models.ngram_classifier import KIND, NgramClassifier, NgramConfig, featurize, save
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
-from raypress.operators.shared.train_storage import checkpoint_folder, fit_with_progress
+from raypress.training.storage import checkpoint_folder, fit_with_progress
 from raypress.schema import ArtifactType
 
 Features = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, offsets, class indices

@@ -24,9 +24,9 @@ from pydantic import Field
 
 from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.reasoning.policy_set import KIND, policy_dirs
+from raypress.operators.reasoning.policies.model_set import KIND, policy_dirs
 from raypress.operators.registry import register
-from raypress.operators.shared.moe_lm_training import MoELMTrainer, TrainMoELMParams
+from raypress.operators.shared.moe_lm_trainer import MoELMTrainer, TrainMoELMParams
 from raypress.schema import ArtifactType
 
 CONTEXT = 256  # tokens per training block (capped by the policy's own context)
@@ -109,7 +109,7 @@ class CollectiveSFT(Stage[CollectiveSFTParams]):
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ModelArtifact:
         import ray.data
 
-        from raypress.operators.reasoning.task_rows import task_from_row
+        from raypress.operators.reasoning.tasks.rows import task_from_row
         from raypress.operators.reasoning.train_policies import PolicySpec, policy_corpus
 
         p = self.params

@@ -36,11 +36,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.reasoning.judges import ExactStepJudge, ModelJudge
-from raypress.operators.reasoning.policies import OpenAIPolicy, start_local_policies, stop_local_policies
-from raypress.operators.reasoning.policy_set import policy_dirs
-from raypress.operators.reasoning.task_rows import task_from_row
-from raypress.operators.reasoning.types import Judge, Policy, Task
+from raypress.operators.reasoning.search.judges import ExactStepJudge, ModelJudge
+from raypress.operators.reasoning.policies.backends import OpenAIPolicy, start_local_policies, stop_local_policies
+from raypress.operators.reasoning.policies.model_set import policy_dirs
+from raypress.operators.reasoning.tasks.rows import task_from_row
+from raypress.operators.reasoning.search.types import Judge, Policy, Task
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType
 
@@ -175,8 +175,8 @@ class ComctsSearch(Stage[SearchStageParams]):
 
     async def _dev_accuracy(self, dev: list[Task], policies: dict[str, Policy]) -> dict[str, float]:
         """Greedy direct accuracy of every policy on the dev questions (what `@best` is chosen by)."""
-        from raypress.operators.reasoning import comcts as core
-        from raypress.operators.reasoning.tasks import get_family
+        from raypress.operators.reasoning.search import comcts as core
+        from raypress.operators.reasoning.tasks.catalog import get_family
 
         gate = asyncio.Semaphore(self.params.concurrency)
         params = core.SearchParams(**self.params.search)
@@ -201,9 +201,9 @@ class ComctsSearch(Stage[SearchStageParams]):
 
     async def _one_run(self, run: RunSpec, names: list[str], tasks: list[Task],
                        policies: dict[str, Policy]) -> list[dict[str, Any]]:
-        from raypress.operators.reasoning import comcts as core
-        from raypress.operators.reasoning.reflection import reflective_path, sft_records
-        from raypress.operators.reasoning.tasks import get_family
+        from raypress.operators.reasoning.search import comcts as core
+        from raypress.operators.reasoning.search.reflection import reflective_path, sft_records
+        from raypress.operators.reasoning.tasks.catalog import get_family
 
         p = self.params
         seed = p.seed if p.seed is not None else 0

@@ -16,11 +16,11 @@ from pydantic import Field
 
 from raypress.artifacts import Artifact, ModelArtifact, ReportArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.reasoning.bootstrap import bootstrap_interval
-from raypress.operators.reasoning.policies import start_local_policies, stop_local_policies
-from raypress.operators.reasoning.policy_set import policy_dirs
-from raypress.operators.reasoning.task_rows import task_from_row
-from raypress.operators.reasoning.types import Policy, Task
+from raypress.operators.reasoning.stats.bootstrap import bootstrap_interval
+from raypress.operators.reasoning.policies.backends import start_local_policies, stop_local_policies
+from raypress.operators.reasoning.policies.model_set import policy_dirs
+from raypress.operators.reasoning.tasks.rows import task_from_row
+from raypress.operators.reasoning.search.types import Policy, Task
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType
 
@@ -38,7 +38,7 @@ class EvaluateReasoningParams(Params):
 
 async def direct_answers(policy: Policy, tasks: list[Task], max_tokens: int, concurrency: int) -> list[dict[str, Any]]:
     """Greedy answer per task, scored by its family."""
-    from raypress.operators.reasoning.tasks import get_family
+    from raypress.operators.reasoning.tasks.catalog import get_family
 
     gate = asyncio.Semaphore(concurrency)
 

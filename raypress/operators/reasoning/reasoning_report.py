@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raypress.artifacts import Artifact, ReportArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.reasoning.bootstrap import bootstrap_interval, paired_bootstrap, verdict
-from raypress.operators.reasoning.comcts import precision_recall
+from raypress.operators.reasoning.stats.bootstrap import bootstrap_interval, paired_bootstrap, verdict
+from raypress.operators.reasoning.search.comcts import precision_recall
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType
 

@@ -1,7 +1,7 @@
 """``reasoning_tasks``: generated reasoning questions (reasoning-gym) as a Dataset, the search's input.
 
 One read task per family: each generates its ``n_per_family`` questions from the seed, so a rerun
-gives the same rows, and families are generated in parallel. The rows are ``task_rows``'
+gives the same rows, and families are generated in parallel. The rows are ``tasks.rows``'
 (``metadata`` as a JSON string); ``task_rows.task_from_row`` turns a row back into a ``Task``.
 """
 
@@ -14,9 +14,9 @@ import pyarrow as pa
 from pydantic import Field, field_validator, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.reasoning.families.rg_family import rg_dataset
-from raypress.operators.reasoning.task_rows import COLUMNS, tasks_table
-from raypress.operators.reasoning.tasks import FAMILIES, get_family, make_tasks
+from raypress.operators.reasoning.tasks.families.rg_family import rg_dataset
+from raypress.operators.reasoning.tasks.rows import COLUMNS, tasks_table
+from raypress.operators.reasoning.tasks.catalog import FAMILIES, get_family, make_tasks
 from raypress.operators.registry import register
 from raypress.operators.shared.files import map_items
 from raypress.operators.shared.rows import combine

@@ -23,12 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
-from raypress.operators.reasoning.families.step_text import solution_text
-from raypress.operators.reasoning.policy_set import KIND
-from raypress.operators.reasoning.task_rows import task_from_row
-from raypress.operators.reasoning.types import Task
+from raypress.operators.reasoning.tasks.families.step_text import solution_text
+from raypress.operators.reasoning.policies.model_set import KIND
+from raypress.operators.reasoning.tasks.rows import task_from_row
+from raypress.operators.reasoning.search.types import Task
 from raypress.operators.registry import register
-from raypress.operators.shared.moe_lm_training import MoELMTrainer, TrainMoELMParams
+from raypress.operators.shared.moe_lm_trainer import MoELMTrainer, TrainMoELMParams
 from raypress.schema import ArtifactType
 
 
@@ -92,8 +92,8 @@ def judging_example(family, task: Task, rng: random.Random) -> tuple[str, str]:
     """One judging example: a worked or (half the time) flawed solution of ``task`` as the path to
     judge, the verdict lines as the target. The exact checker only labels the example here; the
     search never consults it."""
-    from raypress.operators.reasoning.families.flaws import FLAW_KINDS
-    from raypress.operators.reasoning.judges import exact_labels, judging_prompt, verdict_lines
+    from raypress.operators.reasoning.tasks.families.flaws import FLAW_KINDS
+    from raypress.operators.reasoning.search.judges import exact_labels, judging_prompt, verdict_lines
 
     steps, _ = family.worked_solution(task)
     if rng.random() < 0.5:
@@ -106,7 +106,7 @@ def judging_example(family, task: Task, rng: random.Random) -> tuple[str, str]:
 def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int, judge_rate: float = 0.0) -> list[tuple[str, str]]:
     """``n`` training examples ``(prompt, solution)`` for one policy, deterministic for ``spec.seed``;
     a ``judge_rate`` share of them are judging examples (``judging_example``)."""
-    from raypress.operators.reasoning.tasks import get_family
+    from raypress.operators.reasoning.tasks.catalog import get_family
 
     by_family: dict[str, list[Task]] = {}
     for task in tasks:

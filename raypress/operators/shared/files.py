@@ -19,7 +19,6 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, Callable, Iterator
 import pyarrow as pa
 from pydantic import AfterValidator, BeforeValidator
 
-from raypress.op_timing import report_time
 
 if TYPE_CHECKING:  # pragma: no cover
     import ray.data
@@ -87,7 +86,7 @@ def map_items(
             while True:
                 start = time.perf_counter()
                 table = next(tables, None)
-                report_time(timer, node, time.perf_counter() - start, 0 if table is None else table.num_rows)
+                timer.report(node, time.perf_counter() - start, 0 if table is None else table.num_rows)
                 if table is None:
                     break
                 yield table
@@ -98,11 +97,22 @@ def map_items(
     return ds.map_batches(read_files, batch_size=1, batch_format="pyarrow")
 
 
+def id_path(path: str, base_dir: str | None) -> str:
+    """The form of ``path`` that goes into row ids: relative to the run's base directory when the
+    file lies below it (a resolved pipeline holds absolute paths, but ids stay what a relative path
+    in the user's file gave, wherever the run executes), otherwise as it is."""
+    if not base_dir or not os.path.isabs(path):
+        return path
+    rel = os.path.relpath(path, base_dir)
+    return path if rel == ".." or rel.startswith("../") else rel
+
+
 def map_files(paths: list[str], read_one: Callable[[str, str], Iterator[pa.Table]],
               ctx: "RunContext | None" = None) -> "ray.data.Dataset":
-    """``map_items`` over files: ``read_one(path, abs_path)`` gets the path as matched (for ids)
+    """``map_items`` over files: ``read_one(path, abs_path)`` gets the path for ids (``id_path``)
     and the absolute path (what a worker opens, whatever its working directory)."""
-    items = [{"path": p, "abs_path": os.path.abspath(p)} for p in paths]
+    base = ctx.base_dir if ctx is not None and ctx.base_dir else None
+    items = [{"path": id_path(p, base), "abs_path": os.path.abspath(p)} for p in paths]
     return map_items(items, lambda item: read_one(item["path"], item["abs_path"]), ctx)
 
 

@@ -3,7 +3,7 @@
 Character ratios divide by ``len(text)`` in code points and are 0.0 for empty text.  With
 ``tokenization`` the stat is Data-Juicer's ``alpha_token_ratio`` instead: alphabetic characters
 (str.isalpha) per token of the ``EleutherAI/pythia-6.9b-deduped`` tokenizer, found locally
-(dj_models; never downloaded)."""
+(``models.locate``; never downloaded)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pydantic import Field
 
 from raypress.operators.registry import register
 from raypress.operators.shared.files import LocalFile
-from raypress.operators.text.batch import CodepointBatch, alnum_lut
-from raypress.operators.text.dj_models import PYTHIA_TOKENIZER, hf_tokenizer_file
-from raypress.operators.text.hf_tokenizers import hf_token_splitter
-from raypress.operators.text.params import RatioParams
-from raypress.operators.text.range_filter import RangeTextFilter
+from raypress.operators.text.models.hf_tokenizers import hf_token_splitter
+from raypress.operators.text.models.locate import PYTHIA_TOKENIZER, hf_tokenizer_file
+from raypress.operators.text.templates.params import RatioParams
+from raypress.operators.text.templates.range_filter import RangeTextFilter
+from raypress.operators.text.words.batch import CodepointBatch, alnum_lut
 
 
 class AlphanumericParams(RatioParams):

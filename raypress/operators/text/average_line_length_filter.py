@@ -6,8 +6,8 @@ line boundary Python knows (``\\r\\n``, ``\\r``, ``\\x0b``, ``\\u2028``...) ends
 from __future__ import annotations
 
 from raypress.operators.registry import register
-from raypress.operators.text.params import LengthParams
-from raypress.operators.text.range_filter import RangeTextFilter
+from raypress.operators.text.templates.params import LengthParams
+from raypress.operators.text.templates.range_filter import RangeTextFilter
 
 
 @register("average_line_length_filter")

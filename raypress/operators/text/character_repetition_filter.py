@@ -9,8 +9,8 @@ from collections import Counter
 from pydantic import Field, PositiveInt
 
 from raypress.operators.registry import register
-from raypress.operators.text.params import RatioParams
-from raypress.operators.text.range_filter import RangeTextFilter
+from raypress.operators.text.templates.params import RatioParams
+from raypress.operators.text.templates.range_filter import RangeTextFilter
 
 
 class CharacterRepetitionParams(RatioParams):

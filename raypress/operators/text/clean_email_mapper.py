@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raypress.operators.registry import register
-from raypress.operators.text.regex_clean import RegexCleanMapper, RegexCleanParams
+from raypress.operators.text.templates.regex_clean import RegexCleanMapper, RegexCleanParams
 
 EMAIL_PATTERN = r"[A-Za-z0-9.\-+_]+@[a-z0-9.\-+_]+\.[a-z]+"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raypress.operators.registry import register
-from raypress.operators.text.regex_clean import RegexCleanMapper, RegexCleanParams
+from raypress.operators.text.templates.regex_clean import RegexCleanMapper, RegexCleanParams
 
 # Data-Juicer's pattern (after kallewesterling/CleanText): scheme URLs (http, ftp, mailto...),
 # www.* hosts and bare host/paths such as example.com/page.  Data-Juicer repeats ``[^\s()<>]+``

@@ -9,7 +9,7 @@ the lines' log10 scores and ``N`` the pieces plus one ``</s>`` per line, the sta
 Data-Juicer downloads ``{lang}.arpa.bin`` and ``{lang}.sp.model`` (the Wikipedia models of
 edugp/kenlm on the Hugging Face Hub) at run time; raypress never downloads, so the two files come
 from ``model_path`` / ``sp_model_path``, else by name from the directory named by ``$RAYPRESS_DJ_MODELS``
-or Data-Juicer's own model cache (dj_models).  Explicit paths are checked when the pipeline is
+or Data-Juicer's own model cache (``models.locate``).  Explicit paths are checked when the pipeline is
 validated; files found by name before a local run starts Ray and when the op starts, and their
 absence is an error that says how to provide them.  ``kenlm`` and ``sentencepiece`` are
 imported only then.
@@ -26,9 +26,9 @@ from pydantic import Field
 from raypress.operators.base import TextParams
 from raypress.operators.registry import register
 from raypress.operators.shared.files import LocalFile
-from raypress.operators.text.dj_models import KENLM_NAME, MODELS_ENV, SP_NAME, search_dirs
-from raypress.operators.text.sentencepiece_models import load_sentencepiece
-from raypress.operators.text.range_filter import RangeTextFilter
+from raypress.operators.text.models.locate import KENLM_NAME, MODELS_ENV, SP_NAME, search_dirs
+from raypress.operators.text.models.sentencepiece import load_sentencepiece
+from raypress.operators.text.templates.range_filter import RangeTextFilter
 
 
 class PerplexityParams(TextParams):

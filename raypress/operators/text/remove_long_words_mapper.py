@@ -11,8 +11,8 @@ from pydantic import Field
 
 from raypress.operators.base import TextMapper, TextParams
 from raypress.operators.registry import register
-from raypress.operators.text.word_edits import keep_words
-from raypress.operators.text.words import SPECIAL_CHARACTERS, strip
+from raypress.operators.text.words.edits import keep_words
+from raypress.operators.text.words.vocabulary import SPECIAL_CHARACTERS, strip
 
 
 class RemoveLongWordsParams(TextParams):

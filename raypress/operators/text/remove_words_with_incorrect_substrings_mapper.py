@@ -12,11 +12,11 @@ from pydantic import Field
 
 from raypress.operators.base import TextMapper
 from raypress.operators.registry import register
-from raypress.operators.text.dj_models import sentencepiece_file
-from raypress.operators.text.sentencepiece_models import load_sentencepiece
-from raypress.operators.text.tokenized_params import TokenizedParams
-from raypress.operators.text.word_edits import keep_words
-from raypress.operators.text.words import SPECIAL_CHARACTERS, strip
+from raypress.operators.text.models.locate import sentencepiece_file
+from raypress.operators.text.models.sentencepiece import load_sentencepiece
+from raypress.operators.text.templates.tokenized_params import TokenizedParams
+from raypress.operators.text.words.edits import keep_words
+from raypress.operators.text.words.vocabulary import SPECIAL_CHARACTERS, strip
 
 DEFAULT_SUBSTRINGS = ("http", "www", ".com", "href", "//")
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from raypress.operators.registry import register
-from raypress.operators.text.batch import CodepointBatch, special_lut
-from raypress.operators.text.params import RatioParams
-from raypress.operators.text.range_filter import RangeTextFilter
-from raypress.operators.text.words import count_special_characters
+from raypress.operators.text.templates.params import RatioParams
+from raypress.operators.text.templates.range_filter import RangeTextFilter
+from raypress.operators.text.words.batch import CodepointBatch, special_lut
+from raypress.operators.text.words.vocabulary import count_special_characters
 
 
 class SpecialCharactersParams(RatioParams):

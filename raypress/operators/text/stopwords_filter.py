@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from raypress.operators.registry import register
-from raypress.operators.text.wordlist_ratio import WordListParams, WordListRatioFilter
+from raypress.operators.text.templates.wordlist_ratio import WordListParams, WordListRatioFilter
 
 
 class StopwordsParams(WordListParams):

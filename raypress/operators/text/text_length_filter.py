@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raypress.operators.registry import register
-from raypress.operators.text.params import LengthParams
-from raypress.operators.text.range_filter import RangeTextFilter
+from raypress.operators.text.templates.params import LengthParams
+from raypress.operators.text.templates.range_filter import RangeTextFilter
 
 
 @register("text_length_filter")

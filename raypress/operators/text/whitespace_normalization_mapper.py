@@ -10,7 +10,7 @@ import re
 
 from raypress.operators.base import TextMapper, TextParams
 from raypress.operators.registry import register
-from raypress.operators.text.words import VARIOUS_WHITESPACES
+from raypress.operators.text.words.vocabulary import VARIOUS_WHITESPACES
 
 _OTHER_WHITESPACE = re.compile("[" + "".join(re.escape(c) for c in sorted(VARIOUS_WHITESPACES - {" "})) + "]")
 

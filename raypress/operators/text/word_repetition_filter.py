@@ -10,10 +10,10 @@ from collections import Counter
 from pydantic import Field, PositiveInt
 
 from raypress.operators.registry import register
-from raypress.operators.text.batch import CodepointBatch
-from raypress.operators.text.tokenized_params import TokenizedParams
-from raypress.operators.text.range_filter import RangeTextFilter
-from raypress.operators.text.words import refined_words
+from raypress.operators.text.templates.range_filter import RangeTextFilter
+from raypress.operators.text.templates.tokenized_params import TokenizedParams
+from raypress.operators.text.words.batch import CodepointBatch
+from raypress.operators.text.words.vocabulary import refined_words
 
 
 class WordRepetitionParams(TokenizedParams):

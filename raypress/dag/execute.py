@@ -1,0 +1,82 @@
+"""How one streaming node becomes Ray Data work: the callable, its ``map_batches`` arguments, and
+where it runs (an actor pool, tasks keeping the op per worker process, or plain tasks).
+
+Why a module of its own: this is the one place that decides how an op meets Ray's executor (block
+cuts, batch caps, ``np``, resources), so a reader of the runner or of an op never needs it, and a
+change of policy is made here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from raypress.dag.blocks import DEFAULT_ROWS_PER_BLOCK, capped_batch_size
+from raypress.dag.validate import VNode
+
+
+@dataclass(frozen=True)
+class ExecutionPolicy:
+    """The run-wide settings that shape execution (``settings`` of the pipeline)."""
+
+    np: int | None = None  # Data-Juicer's `np`: tasks (or actors) at once per op
+    rows_per_block: int | str = "auto"
+    stateful_ops: str = "tasks"  # "actors": stateful CPU ops in actor pools
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "ExecutionPolicy":
+        return cls(np=settings.get("np"), rows_per_block=settings.get("rows_per_block", "auto"),
+                   stateful_ops=settings.get("stateful_ops", "tasks"))
+
+    @property
+    def block_rows(self) -> int:
+        """Rows per block when a segment is cut (``auto``: 256)."""
+        return DEFAULT_ROWS_PER_BLOCK if self.rows_per_block == "auto" else int(self.rows_per_block)
+
+    def in_actor_pool(self, node: VNode) -> bool:
+        """A stateful op runs in an actor pool when it needs a GPU (the pool places and keeps it
+        there) or ``settings.stateful_ops`` says ``actors``; otherwise as tasks that keep the loaded
+        op per worker process (``PerWorkerOpRunner`` says why)."""
+        return node.op_cls.stateful and bool(node.op_cls.resources.num_gpus or self.stateful_ops == "actors")
+
+    def cuts(self, streaming: list[VNode]) -> bool:
+        """Whether a reader's rows are cut into blocks before ``streaming`` (``blocks.py`` says why).
+
+        ``rows_per_block: auto`` cuts only where an op loads a model (per-row work in milliseconds:
+        a block is worth a task); cheap text ops keep Ray Data's own blocks, which 256-row tasks made
+        1.6x slower (``bench/engine_overhead.py``) and split into hundreds of part files.  A number
+        cuts every reader-headed segment.  Never with an actor pool in the segment (not fused)."""
+        if not streaming or any(self.in_actor_pool(n) for n in streaming):
+            return False
+        return self.rows_per_block != "auto" or any(n.op_cls.stateful for n in streaming)
+
+
+def apply_streaming(ds: "Any", node: VNode, policy: ExecutionPolicy, artifacts: dict[str, Any], timer: Any,
+                    cut: bool = False) -> "Any":
+    """``ds`` with ``node``'s op applied lazily (``map_batches`` on Arrow batches)."""
+    import ray
+    import ray.data
+
+    from raypress.dag.batch_exec import StreamingOpRunner
+    from raypress.dag.worker_ops import PerWorkerOpRunner
+
+    res = node.op_cls.resources
+    batch_size = node.op_cls.batch_size
+    if cut:
+        batch_size = capped_batch_size(batch_size, policy.block_rows)
+    kwargs: dict[str, Any] = dict(batch_format="pyarrow", batch_size=batch_size, num_cpus=res.num_cpus)
+    if res.num_gpus:
+        kwargs["num_gpus"] = res.num_gpus
+    if res.memory:
+        kwargs["memory"] = res.memory
+    runner_kwargs = dict(op_cls=node.op_cls, params=node.params, artifacts=artifacts, node_id=node.id,
+                         stats_only=node.stats_only, timer=timer)
+    if policy.in_actor_pool(node):
+        max_actors = policy.np or max(1, int(ray.cluster_resources().get("CPU", 1) // max(res.num_cpus, 1)))
+        return ds.map_batches(StreamingOpRunner, fn_constructor_kwargs=runner_kwargs,
+                              compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max_actors), **kwargs)
+    if policy.np:
+        kwargs["compute"] = ray.data.TaskPoolStrategy(size=policy.np)
+    if node.op_cls.stateful:  # as tasks that keep the loaded op in each worker process
+        return ds.map_batches(PerWorkerOpRunner(**runner_kwargs), **kwargs)
+    return ds.map_batches(StreamingOpRunner(**runner_kwargs), **kwargs)

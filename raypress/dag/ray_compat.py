@@ -1,0 +1,91 @@
+"""Every place raypress leans on a private Ray module or on a Ray behaviour it does not promise.
+
+Why one room: a Ray upgrade that moves or changes one of these would otherwise change timings,
+order or security silently, somewhere in the code.  Each function here names what it depends on,
+and ``tests/unit/test_ray_compat.py`` / ``tests/integration/test_ray_compat.py`` have one test per
+assumption that fails by its name when an upgrade breaks it.  Nothing outside this module imports
+``ray._private``, ``ray.serve._private`` or ``ray.data._internal``.
+
+The assumptions (Ray 2.60):
+1. ``FUSED_TASK_NAME``: a Ray Data task that runs a ``map_batches(SegmentSink)`` carries
+   ``MapBatches(SegmentSink)`` in its ``TaskContext.op_name`` (the fused chain's name), which tells a
+   streaming op that its times can wait for the sink (``op_timing``).
+2. ``loopback_node_ip``: ``ray_constants.ENABLE_RAY_CLUSTER`` off makes ``ray.init`` keep a loopback
+   ``_node_ip_address`` (read when the node starts) instead of the machine's outward IP.
+3. ``enable_token_auth_if_available``: Ray's own reader of a local auth token (``RAY_AUTH_TOKEN``,
+   ``~/.ray/auth_token``), which the Jobs client needs and does not call itself.
+4. ``serve_start``: ``ray.serve._private.api.serve_start`` starts Serve with a config's HTTP and gRPC
+   options and returns a client with ``deploy_apps`` (what ``serve deploy`` does, in process).
+5. ``worker processes are reused``: a Ray worker process runs many tasks of a job, one after another,
+   so a module-level cache (``worker_ops``) keeps a loaded op for the next task.
+6. ``keep_rows_in_order``: with ``preserve_order``, ``take_all`` returns a segment's per-block tallies in
+   block order however the blocks finish (``sink.number_parts`` numbers the parts by it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+SINK_CLASS_NAME = "SegmentSink"
+FUSED_TASK_NAME = f"MapBatches({SINK_CLASS_NAME})"
+
+
+def current_task_name() -> str:
+    """The Ray Data operator name of the task running here ('' outside a Ray Data task)."""
+    try:
+        from ray.data._internal.execution.interfaces.task_context import TaskContext
+    except ImportError:  # Ray moved it: callers fall back to reporting every batch
+        return ""
+    ctx = TaskContext.get_current()
+    return (getattr(ctx, "op_name", None) or "") if ctx is not None else ""
+
+
+def runs_fused_with_sink() -> bool:
+    """Whether this task is a Ray Data task fused with the segment's sink (assumption 1)."""
+    return FUSED_TASK_NAME in current_task_name()
+
+
+@contextlib.contextmanager
+def loopback_node_ip() -> Iterator[None]:
+    """Let Ray keep a loopback node IP while it starts (assumption 2).
+
+    Why: Ray 2.60 swaps a loopback ``_node_ip_address`` for the machine's outward IP
+    (``services.resolve_ip_for_localhost``) unless ``ray_constants.ENABLE_RAY_CLUSTER`` is off —
+    its "local Ray" mode on Windows/macOS, in which the node IP is 127.0.0.1 and every gRPC server
+    (bound to the node IP) listens on loopback. The constant is read when the node starts (the
+    raylet, GCS and agents get ``--node-ip-address``), so it is switched off for ``ray.init`` only.
+    """
+    from ray._private import ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def enable_token_auth_if_available() -> bool:
+    """Turn on Ray's token auth when a token is at hand, as `ray start` and `ray.init` do (assumption 3);
+    whether it did."""
+    from ray._private.authentication.authentication_token_setup import (
+        maybe_enable_token_auth_if_token_available,
+    )
+
+    return maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def serve_start(**options: Any) -> Any:
+    """Start Ray Serve with a config's options and return its client (assumption 4)."""
+    from ray.serve._private import api as serve_api
+
+    return serve_api.serve_start(**options)
+
+
+def keep_rows_in_order() -> None:
+    """Blocks of a segment run in parallel, but their results come back in input order (assumption 6)."""
+    import ray.data
+
+    ray.data.DataContext.get_current().execution_options.preserve_order = True

@@ -1,0 +1,64 @@
+"""What the run's finished nodes produced, and what each node gets from them as its inputs.
+
+Why a module: both the runner (stages) and a segment (its head's inputs, the side inputs of its
+streaming ops) ask the same questions of the same artifacts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from raypress.artifacts import Artifact, DatasetArtifact
+from raypress.dag.blocks import coalesce_tables
+from raypress.dag.validate import VNode
+
+
+class RunArtifacts(dict):
+    """node id -> the Artifact it produced (a Dataset, a Model, a Report)."""
+
+    def inputs(self, node: VNode, side_only: bool = False) -> dict[str, Any]:
+        """Artifacts for each input slot (a list of Datasets becomes their union; a list slot of
+        Models/Reports stays a list, in the YAML's order); ``side_only``: all but ``data``."""
+        out: dict[str, Any] = {}
+        for slot, producers in node.slots.items():
+            if side_only and slot == "data":
+                continue
+            arts = [self[p] for p in producers]
+            if slot in node.op_cls.list_inputs:
+                out[slot] = arts
+            elif len(arts) == 1:
+                out[slot] = arts[0]
+            else:
+                ds = arts[0].ds.union(*[a.ds for a in arts[1:]])
+                out[slot] = DatasetArtifact(ds, rows=sum(a.rows or 0 for a in arts))
+        return out
+
+    def side(self, node: VNode) -> dict[str, Artifact]:
+        return self.inputs(node, side_only=True)
+
+    def rows_in(self, node: VNode) -> int:
+        """Rows of every Dataset the node reads (as counted when they were produced)."""
+        return sum(a.rows or 0 for a in self.inputs(node).values() if isinstance(a, DatasetArtifact))
+
+
+def read_materialized(out_dir: Path, rows: int, in_memory_mb: float, block_rows: int) -> DatasetArtifact:
+    """A materialized node output (``part-*.parquet`` under ``out_dir``) as a Dataset artifact."""
+    import pyarrow as pa
+    import ray.data
+
+    files = sorted(out_dir.glob("part-*.parquet")) if out_dir.exists() else []
+    if not files:
+        ds = ray.data.from_arrow(pa.table({"id": pa.array([], pa.string())}))
+    elif sum(f.stat().st_size for f in files) <= in_memory_mb * 2**20:
+        # A small output goes into the object store once, one block per file, read here with
+        # pyarrow: each consumer then starts from its blocks instead of running its own read
+        # job, and no read job runs at all (`read_parquet(...).materialize()` took 2-3 s for a
+        # few kB here, most of it Ray Data's start-up; a node may have many consumers).
+        import pyarrow.parquet as pq
+
+        # files written one per block of a cut segment are small: joined again here (blocks.py)
+        ds = ray.data.from_arrow(coalesce_tables([pq.read_table(f) for f in files], block_rows))
+    else:  # a large one stays lazy, read per consumer, so memory never holds it all
+        ds = ray.data.read_parquet([str(f) for f in files])
+    return DatasetArtifact(ds, path=str(out_dir), rows=rows)

@@ -1,0 +1,1 @@
+"""Toxicity for BeanCounter: scorers (offline profanity-check, Perspective API) and the comparison's statistics."""

@@ -1,0 +1,1 @@
+"""The RefinedWeb/Gopher quality rules (as DCLM computes them), as pure functions of a string."""

@@ -1,0 +1,1 @@
+"""CCNet paragraph dedup: normalised line hashes, occurrences, decisions and block edits."""

@@ -1,0 +1,1 @@
+"""Exact dedup by a key column: each group keeps its smallest id."""

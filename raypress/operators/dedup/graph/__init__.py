@@ -1,0 +1,1 @@
+"""Graph algorithms over shuffled edge tables (connected components by large/small star)."""

@@ -1,0 +1,1 @@
+"""EDGAR's SGML submission files: splitting a filing into its header and documents (for read_edgar)."""

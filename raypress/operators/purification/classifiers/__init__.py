@@ -1,0 +1,1 @@
+"""The input side of the classifier stages: labelled image rows -> arrays."""

@@ -1,0 +1,1 @@
+"""Image-quality numbers for purification reports (PSNR)."""

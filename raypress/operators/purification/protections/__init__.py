@@ -1,0 +1,1 @@
+"""Availability attacks (protections) that BridgePure learns to undo."""

@@ -1,0 +1,1 @@
+"""What every purifier shares: how it hands back its rows."""

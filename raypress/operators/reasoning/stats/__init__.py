@@ -1,0 +1,1 @@
+"""Statistics of reported results (bootstrap intervals)."""
