@@ -2,7 +2,7 @@
 
 Why one room: a Ray upgrade that moves or changes one of these would otherwise change timings,
 order or security silently, somewhere in the code.  Each function here names what it depends on,
-and ``tests/unit/test_ray_compat.py`` / ``tests/integration/test_ray_compat.py`` have one test per
+and ``tests/unit/test_ray_compat.py`` / ``tests/integration/test_ray_compat_on_ray.py`` have one test per
 assumption that fails by its name when an upgrade breaks it.  Nothing outside this module imports
 ``ray._private``, ``ray.serve._private`` or ``ray.data._internal``.
 

@@ -1,0 +1,66 @@
+"""The Ray behaviours raypress.dag.ray_compat relies on that need a running Ray (the session's
+shared one): each test is named after the assumption it checks."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+from raypress.dag import ray_compat
+
+pytestmark = pytest.mark.integration
+
+
+def test_fused_task_name__a_chain_ending_in_the_sink_carries_its_name(ray_session):
+    import ray.data
+
+    class SegmentSink:  # named as the engine's sink: what Ray calls the fused task (defined here: pickled by value)
+        def __call__(self, table: pa.Table) -> pa.Table:
+            return table
+
+    def _seen_name(table: pa.Table) -> pa.Table:
+        return pa.table({"name": [ray_compat.current_task_name()] * table.num_rows,
+                         "fused": [ray_compat.runs_fused_with_sink()] * table.num_rows})
+
+    assert SegmentSink.__name__ == ray_compat.SINK_CLASS_NAME
+    ds = ray.data.from_arrow(pa.table({"x": list(range(8))}))
+    rows = ds.map_batches(_seen_name, batch_format="pyarrow").map_batches(
+        SegmentSink(), batch_size=None, batch_format="pyarrow").take_all()
+    assert rows and all(r["fused"] for r in rows), rows[0]
+    assert ray_compat.FUSED_TASK_NAME in rows[0]["name"]
+
+
+def test_worker_processes_are_reused__a_module_cache_outlives_a_task(ray_session):
+    """Assumption 5: tasks run one after another reuse worker processes (worker_ops keeps ops there)."""
+    import os
+
+    import ray
+
+    def worker_pid() -> int:
+        return os.getpid()
+
+    pid = ray.remote(num_cpus=1)(worker_pid)
+    pids = [ray.get(pid.remote()) for _ in range(6)]
+    assert len(set(pids)) < len(pids), pids
+
+
+def test_keep_rows_in_order__results_come_back_in_block_order(ray_session):
+    """Assumption 6: with preserve_order, take_all returns blocks in input order however they finish."""
+    import ray.data
+
+    def slow_first(table: pa.Table) -> pa.Table:
+        if table["x"][0].as_py() == 0:
+            time.sleep(1.0)
+        return table
+
+    context = ray.data.DataContext.get_current()
+    saved = context.execution_options.preserve_order
+    try:
+        ray_compat.keep_rows_in_order()
+        ds = ray.data.from_items([{"x": i} for i in range(4)], override_num_blocks=4)
+        out = ds.map_batches(slow_first, batch_size=None, batch_format="pyarrow").take_all()
+    finally:
+        context.execution_options.preserve_order = saved
+    assert [r["x"] for r in out] == [0, 1, 2, 3]
