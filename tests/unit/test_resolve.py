@@ -105,3 +105,14 @@ def test_resolving_parses_once_and_submit_parses_once(tmp_path, monkeypatch):
     with pytest.raises(ClusterError):  # nothing listens there: resolved, then refused
         submit_pipeline(str(source), "http://127.0.0.1:1", str(tmp_path / "r2"), [])
     assert len(calls) == 3
+
+
+def test_ids_keep_paths_relative_to_where_the_run_started():
+    """A resolved file holds absolute paths; a reader's ids keep the form a relative path gave."""
+    from raypress.operators.shared.files import id_path
+
+    assert id_path("/work/here/data/a.jsonl", "/work/here") == "data/a.jsonl"
+    assert id_path("/elsewhere/a.jsonl", "/work/here") == "/elsewhere/a.jsonl"
+    assert id_path("/work/here-too/a.jsonl", "/work/here") == "/work/here-too/a.jsonl"
+    assert id_path("data/a.jsonl", "/work/here") == "data/a.jsonl"
+    assert id_path("/work/here/a.jsonl", None) == "/work/here/a.jsonl"

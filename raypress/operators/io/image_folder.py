@@ -23,7 +23,7 @@ from pydantic import Field, field_validator
 from raypress.operators.base import Params, Reader, RunContext
 from raypress.operators.io.sniff.magic import HEAD_BYTES, describe
 from raypress.operators.registry import register
-from raypress.operators.shared.files import map_items
+from raypress.operators.shared.files import id_path, map_items
 from raypress.operators.shared.rows import combine, tombstones
 from raypress.schema import ID_COL
 
@@ -55,7 +55,9 @@ class ImageFolder(Reader[ImageFolderParams]):
         return [{"files": files[i:i + FILES_PER_TASK]} for i in range(0, len(files), FILES_PER_TASK)]
 
     def read(self, ctx: RunContext):
-        return map_items(self.plan(), partial(read_item, node=ctx.node_id), ctx)
+        items = [{"files": [{**f, "path": id_path(f["path"], ctx.base_dir)} for f in item["files"]]}
+                 for item in self.plan()]  # ids as the user's relative root gave them (files.id_path)
+        return map_items(items, partial(read_item, node=ctx.node_id), ctx)
 
 
 def list_image_folder(root: str, extensions: list[str]) -> list[dict[str, Any]]:
