@@ -12,20 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from raypress.dag.validate import ValidatedPipeline
-from raypress.operators.base import OpKind
 
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
-
-
-def to_stats_mode(vp: ValidatedPipeline) -> list[str]:
-    """Switch every filter to `mode: stats`; return their ids."""
-    ids = []
-    for node in vp.nodes.values():
-        if node.kind == OpKind.FILTER:
-            node.stats_only = True
-            ids.append(node.id)
-    return ids
 
 
 def read_output(path: str) -> pa.Table | None:

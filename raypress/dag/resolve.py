@@ -89,6 +89,7 @@ def resolve_pipeline(path: str | Path, overrides=(), run_dir: str | None = None,
         _to_stats_mode(vp)
     if not (cluster_address or spec.ray_address):
         _pin_model_files(vp)
+    vp.freeze()
     resolution = Resolution(str(Path(path).resolve()), tuple(overrides), run_root, base)
     return ResolvedPipeline(vp, resolution, render(vp, resolution))
 
@@ -109,6 +110,7 @@ def _already_resolved(spec: PipelineSpec, recorded: Resolution, overrides, run_d
     if problems:
         raise PipelineInvalid(problems)
     vp = validate(spec)
+    vp.freeze()
     return ResolvedPipeline(vp, recorded, render(vp, recorded))
 
 

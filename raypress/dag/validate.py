@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -39,6 +41,17 @@ class VNode:
     slots: dict[str, list[str]]
     consumers: list[str] = field(default_factory=list)
     stats_only: bool = False  # `mode: stats`: a filter annotates, drops nothing
+    _frozen: bool = field(default=False, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"node {self.id!r} is resolved and cannot change ({name}): resolve the "
+                                 "pipeline again instead (dag.resolve)")
+        object.__setattr__(self, name, value)
+
+    def freeze(self) -> None:
+        self.consumers = tuple(self.consumers)  # type: ignore[assignment]
+        self._frozen = True
 
     @property
     def kind(self) -> OpKind:
@@ -51,8 +64,15 @@ class VNode:
 @dataclass
 class ValidatedPipeline:
     spec: PipelineSpec
-    nodes: dict[str, VNode]
+    nodes: Mapping[str, VNode]
     order: list[str]  # topological
+
+    def freeze(self) -> None:
+        """What a resolved pipeline becomes: its nodes can no longer be replaced or changed."""
+        for node in self.nodes.values():
+            node.freeze()
+        self.nodes = MappingProxyType(dict(self.nodes))
+        self.order = tuple(self.order)  # type: ignore[assignment]
 
 
 class PipelineInvalid(Exception):

@@ -116,3 +116,13 @@ def test_ids_keep_paths_relative_to_where_the_run_started():
     assert id_path("/work/here-too/a.jsonl", "/work/here") == "/work/here-too/a.jsonl"
     assert id_path("data/a.jsonl", "/work/here") == "data/a.jsonl"
     assert id_path("/work/here/a.jsonl", None) == "/work/here/a.jsonl"
+
+
+def test_a_resolved_pipeline_cannot_be_edited(tmp_path):
+    """The runner receives the final pipeline: nothing after resolution may change a node."""
+    resolved = resolve_pipeline(REPO / "pipelines" / "quickstart.yaml", run_dir=str(tmp_path / "run"))
+    node = resolved.vp.nodes["enough_words"]
+    with pytest.raises(AttributeError, match="is resolved"):
+        node.params = node.params.model_copy(update={"min_num": 1})
+    with pytest.raises(TypeError):
+        resolved.vp.nodes["enough_words"] = node  # type: ignore[index]
