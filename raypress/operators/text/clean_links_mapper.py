@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from raypress.operators.registry import register
+from raypress.operators.text.templates.anchors import Anchors
 from raypress.operators.text.templates.regex_clean import RegexCleanMapper, RegexCleanParams
 
 # Data-Juicer's pattern (after kallewesterling/CleanText): scheme URLs (http, ftp, mailto...),
@@ -18,9 +21,26 @@ LINKS_PATTERN = (
     r")"
 )
 
+# A match holds no whitespace (every class of the pattern excludes \s) and holds one of these,
+# read from the pattern's three openings: ``[a-z][\w-]+:(?:\/{1,3}|[a-z0-9%])`` ends its scheme
+# with a [\w-] character, ':' and '/' or [a-z0-9%]; ``www\d{0,3}[.]`` starts with 'www'; and
+# ``[a-z0-9.\-]+[.][a-z]{2,4}\/`` ends with '.', 2 to 4 letters and '/'.  Case-insensitive, as the
+# pattern is.
+LINKS_ANCHORS = Anchors(
+    sequences=(
+        (r"[\w-]", ":", r"[/a-z0-9%]"),
+        ("w", "w", "w"),
+        ("[.]", "[a-z]", "[a-z]", "/"),
+        ("[.]", "[a-z]", "[a-z]", "[a-z]", "/"),
+        ("[.]", "[a-z]", "[a-z]", "[a-z]", "[a-z]", "/"),
+    ),
+    flags=re.IGNORECASE,
+)
+
 
 @register("clean_links_mapper")
 class CleanLinksMapper(RegexCleanMapper[RegexCleanParams]):
     """Remove links (http/https/ftp URLs, www hosts, host/path) from text (Data-Juicer clean_links_mapper)."""
 
     default_pattern = LINKS_PATTERN
+    default_anchors = LINKS_ANCHORS

@@ -4,18 +4,25 @@ Words (split on whitespace, or with ``tokenization`` into the pieces of Data-Jui
 model) are lower-cased and stripped of special characters (words.refined_words); with
 ``use_words_aug`` the joined n-grams of words are appended to them first, so the ratio counts
 both in numerator and denominator, as Data-Juicer does for Chinese and Vietnamese.  Each op
-only names its list, its stat and the param holding the list's directory."""
+only names its list, its stat and the param holding the list's directory.
+
+The default path (whitespace words, no augmentation) counts a whole batch in one numba pass
+(``kernels.wordlist_hits``: an exact lookup of each word's code points in a table of the list,
+built once per list and process); the other paths, and installs without numba, go row by row
+or through Python sets and give the same ratios."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import ClassVar, TypeVar
 
 import numpy as np
 from pydantic import Field, PositiveInt
 
+from raypress.kernels import wordlist_hits
 from raypress.operators.text.templates.range_filter import RangeTextFilter
 from raypress.operators.text.templates.tokenized_params import TokenizedParams
-from raypress.operators.text.words.batch import CodepointBatch
+from raypress.operators.text.words.batch import CodepointBatch, special_lut
 from raypress.operators.text.words.lists import words_for_lang
 from raypress.operators.text.words.vocabulary import refined_words
 
@@ -63,6 +70,11 @@ class WordListRatioFilter(RangeTextFilter[WLP]):
         if self.params.use_words_aug or self.split is not None:  # joined or tokenised per row: row by row
             return super().batch_values(texts)
         batch = CodepointBatch.of([t.lower() if t else "" for t in texts])
+        if wordlist_hits.available():
+            counts, hits = wordlist_hits.hits_per_row(batch.cps, batch.starts, batch.lengths, special_lut(),
+                                                      _table(self.words))
+            ratios = np.where(counts > 0, hits / np.maximum(counts, 1), 0.0)
+            return np.minimum(ratios, 1.0).tolist()
         words, counts = batch.words()
         listed = self.words
         found = np.fromiter((w in listed for w in words), dtype=bool, count=len(words))
@@ -70,3 +82,9 @@ class WordListRatioFilter(RangeTextFilter[WLP]):
         hits = np.bincount(rows, weights=found, minlength=len(batch))
         ratios = np.where(counts > 0, hits / np.maximum(counts, 1), 0.0)
         return np.minimum(ratios, 1.0).tolist()
+
+
+@lru_cache(maxsize=16)
+def _table(words: frozenset[str]) -> wordlist_hits.WordTable:
+    """The kernel's table of a list, once per list and process (lists are cached frozensets)."""
+    return wordlist_hits.WordTable.of(words)
