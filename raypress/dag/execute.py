@@ -51,9 +51,30 @@ class ExecutionPolicy:
         return self.rows_per_block != "auto" or any(n.op_cls.stateful for n in streaming)
 
 
+class Sliced:
+    """A streaming op's callable given whole blocks (``batch_size=None``), run on slices of at most
+    ``rows`` rows and yielding each result: the op keeps its batch size, but Ray Data is given no
+    batch size to bundle inputs to.
+
+    Why: Ray fuses a reader's ``map_batches`` with the ops after it and bundles the reader's inputs
+    (one per file or byte range) up to the largest fused batch size, so a 4-file text recipe ran as
+    one task on one core; with no batch size the fused chain runs one task per reader input."""
+
+    def __init__(self, fn: Any, rows: int | None):
+        self.fn, self.rows = fn, rows
+
+    def __call__(self, table: "Any") -> "Any":
+        if not self.rows or table.num_rows <= self.rows:
+            yield self.fn(table)
+            return
+        for start in range(0, table.num_rows, self.rows):
+            yield self.fn(table.slice(start, self.rows))
+
+
 def apply_streaming(ds: "Any", node: VNode, policy: ExecutionPolicy, artifacts: dict[str, Any], timer: Any,
-                    cut: bool = False) -> "Any":
-    """``ds`` with ``node``'s op applied lazily (``map_batches`` on Arrow batches)."""
+                    cut: bool = False, per_input: bool = False) -> "Any":
+    """``ds`` with ``node``'s op applied lazily (``map_batches`` on Arrow batches).  ``per_input``:
+    the segment reads files, and its fused chain should run one task per reader input (``Sliced``)."""
     import ray
     import ray.data
 
@@ -77,6 +98,8 @@ def apply_streaming(ds: "Any", node: VNode, policy: ExecutionPolicy, artifacts: 
                               compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max_actors), **kwargs)
     if policy.np:
         kwargs["compute"] = ray.data.TaskPoolStrategy(size=policy.np)
-    if node.op_cls.stateful:  # as tasks that keep the loaded op in each worker process
-        return ds.map_batches(PerWorkerOpRunner(**runner_kwargs), **kwargs)
-    return ds.map_batches(StreamingOpRunner(**runner_kwargs), **kwargs)
+    # as tasks; a stateful op keeps its loaded op in each worker process
+    fn = PerWorkerOpRunner(**runner_kwargs) if node.op_cls.stateful else StreamingOpRunner(**runner_kwargs)
+    if per_input and not cut:
+        return ds.map_batches(Sliced(fn, batch_size), **{**kwargs, "batch_size": None})
+    return ds.map_batches(fn, **kwargs)

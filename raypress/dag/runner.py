@@ -59,6 +59,7 @@ class Runner:
         self.artifacts = RunArtifacts()
         self.cleanups: list[Callable[[], None]] = []
         self.timer: Any = None  # the run's OpTimer actor, once Ray is up
+        self.cpu_meter: Any = None  # measures each segment's CPU utilisation (dag.cpu_meter)
         self.destinations = {nid: self._destination(node) for nid, node in self.vp.nodes.items()
                              if node.kind == OpKind.WRITER}
         self.output_digests: dict[str, str] = {}  # node -> digest of its output files (this run's view)
@@ -111,8 +112,9 @@ class Runner:
             return self._run_locked()
 
     def _run_locked(self) -> Ledger:
+        from raypress.dag.cpu_meter import new_meter
         from raypress.dag.op_timing import new_timer
-        from raypress.dag.ray_compat import keep_rows_in_order
+        from raypress.dag.ray_compat import keep_rows_in_order, start_every_core_at_once
         from raypress.dag.ray_session import ensure_ray
 
         self.resolved.write()
@@ -125,7 +127,9 @@ class Runner:
             self._check_destinations()
             ensure_ray(self.address or self.vp.spec.ray_address, host=self.ray_host)  # --address wins
             keep_rows_in_order()
+            start_every_core_at_once()
             self.timer = new_timer()
+            self.cpu_meter = new_meter()
             self._run_steps(plan)
         except BaseException as exc:
             self._cleanup()
@@ -196,7 +200,7 @@ class Runner:
         if self._resume(seg.sink, seg.nodes, consumed):
             return
         env = SegmentEnv(self.store, self.settings, ExecutionPolicy.from_settings(self.settings), self.artifacts,
-                         self.timer, self.ctx, self.emit)
+                         self.timer, self.ctx, self.emit, self.cpu_meter)
         try:
             result = run_segment(nodes, self.destinations.get(seg.sink), env)
         except RunFailed as exc:

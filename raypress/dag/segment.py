@@ -36,6 +36,7 @@ class SegmentEnv:
     timer: Any  # the run's OpTimer actor
     ctx: Callable[[str], RunContext]
     emit: Callable[[dict], None]
+    cpu_meter: Any = None  # dag.cpu_meter.CpuMeter (None: not measured)
 
 
 @dataclass
@@ -63,13 +64,17 @@ def run_segment(nodes: list[VNode], destination: Destination | None, env: Segmen
     for n in nodes:
         env.emit({"event": "node_started", "node": n.id, "op": n.op_cls.name})
     start = time.perf_counter()
+    if env.cpu_meter is not None:
+        env.cpu_meter.start()
     ds, expected_in, streaming, cut = _source(nodes, env)
+    per_input = nodes[0].kind == OpKind.READER
     for n in streaming:
-        ds = apply_streaming(ds, n, env.policy, env.artifacts.side(n), env.timer, cut)
+        ds = apply_streaming(ds, n, env.policy, env.artifacts.side(n), env.timer, cut, per_input)
     sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest, str(rejects), str(quarantine),
                           bool(env.settings.get("keep_rejects")), env.timer)
     tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow").take_all()
     number_parts([Path(p) for p in (dest, out_dir, rejects, quarantine) if p is not None], parts_in_order(tallies))
+    busy = env.cpu_meter.utilisation() if env.cpu_meter is not None else None
     chain = [(n.id, n.op_cls.name, n.kind) for n in nodes]
     totals = sum_tallies(tallies)
     counted, _ = segment_entries(chain, totals, expected_in, {})
@@ -88,6 +93,8 @@ def run_segment(nodes: list[VNode], destination: Destination | None, env: Segmen
         commit_seconds = time.perf_counter() - commit_start
     entries, problems = segment_entries(chain, totals, expected_in,
                                         _seconds(nodes, env.timer, time.perf_counter() - start, commit_seconds))
+    for e in entries.values():  # the segment's share of the cluster's CPUs, on each of its nodes
+        e["cpu_utilisation"] = busy
     head = nodes[0]
     if head.kind in (OpKind.STAGE, OpKind.AGGREGATOR):
         entries[head.id].update(rows_in=env.artifacts.rows_in(head), transforms=True)

@@ -64,3 +64,57 @@ def test_keep_rows_in_order__results_come_back_in_block_order(ray_session):
     finally:
         context.execution_options.preserve_order = saved
     assert [r["x"] for r in out] == [0, 1, 2, 3]
+
+
+def test_start_every_core_at_once__the_first_tasks_of_a_chain_overlap(ray_session):
+    """Assumption 7: without the resource-budget policy, a fused chain's first two tasks run at the
+    same time (with it, the second waited for the first to finish)."""
+    import ray.data
+    from ray.data._internal.execution import backpressure_policy as policies
+
+    def busy(table: pa.Table) -> pa.Table:
+        start = time.time()
+        while time.time() - start < 0.5:
+            pass
+        return pa.table({"start": [start], "end": [time.time()]})
+
+    context = ray.data.DataContext.get_current()
+    saved = context.get_config(policies.ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY, None)
+    try:
+        ray_compat.start_every_core_at_once()
+        rows = ray.data.from_items([{"i": i} for i in range(4)], override_num_blocks=4).map_batches(
+            busy, batch_size=1, batch_format="pyarrow").take_all()
+    finally:
+        context.set_config(policies.ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY,
+                           saved if saved is not None else policies.ENABLED_BACKPRESSURE_POLICIES)
+    first, second = sorted(rows, key=lambda r: r["start"])[:2]
+    assert second["start"] < first["end"], rows  # both cores started at once
+
+
+def test_node_raylet_pid__a_workers_parent_is_the_raylet(ray_session):
+    """Assumption 8: a task's worker process is a child of its node's raylet."""
+    import ray
+
+    def parent_name() -> str:
+        from pathlib import Path
+
+        return Path(f"/proc/{ray_compat.node_raylet_pid()}/comm").read_text().strip()
+
+    assert ray.get(ray.remote(num_cpus=1)(parent_name).remote()) == "raylet"
+
+
+def test_cpu_meter_sees_a_busy_segment(ray_session):
+    """The meter reads the workers' CPU: two tasks busy for a while show up as CPU seconds."""
+    import ray
+
+    from raypress.dag.cpu_meter import CpuMeter
+
+    def spin() -> None:
+        start = time.process_time()
+        while time.process_time() - start < 0.4:
+            pass
+
+    meter = CpuMeter()
+    before = meter._read()
+    ray.get([ray.remote(num_cpus=1)(spin).remote() for _ in range(2)])
+    assert before is not None and meter._read() - before >= 0.7

@@ -74,3 +74,22 @@ def test_only_ray_compat_imports_rays_private_modules():
     found = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
                    if any(s in p.read_text(encoding="utf-8") for s in pattern))
     assert found == ["dag/ray_compat.py"], found
+
+
+def test_start_every_core_at_once__the_policies_and_their_config_key():
+    """Assumption 7: Ray Data's backpressure policies are listed under one config key, and the
+    resource-budget one is the class ray_compat leaves out."""
+    import ray.data
+    from ray.data._internal.execution import backpressure_policy as policies
+
+    names = [p.__name__ for p in policies.ENABLED_BACKPRESSURE_POLICIES]
+    assert "ResourceBudgetBackpressurePolicy" in names and len(names) >= 2
+    context = ray.data.DataContext.get_current()
+    saved = context.get_config(policies.ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY, None)
+    try:
+        ray_compat.start_every_core_at_once()
+        kept = context.get_config(policies.ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY)
+        assert [p.__name__ for p in kept] == [n for n in names if n != "ResourceBudgetBackpressurePolicy"]
+    finally:
+        context.set_config(policies.ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY,
+                           saved if saved is not None else policies.ENABLED_BACKPRESSURE_POLICIES)

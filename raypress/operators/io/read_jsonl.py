@@ -4,10 +4,14 @@ Reading survives bad lines: a line that is not a JSON object becomes an error to
 ``invalid_json``) and the rest of the file is still read; so does a record whose field types
 contradict the rest of its file (``schema_conflict``).
 
+A large uncompressed file is read as several spans at once (``operators/shared/spans.py``), so
+every CPU works however few the files.
+
 Ids: a row keeps its own ``id`` (as a string) so the output joins back to the input; a row
-whose ``id`` is missing, null, empty or a repeat of an earlier row's in the same file gets
-``{path}:{line}`` instead (the first row with an id keeps it: file order decides, so the rule is
-deterministic).  Repeats across files are not detected here (that needs a shuffle of every id);
+whose ``id`` is missing, null, empty or a repeat of an earlier row's in the same file (the same
+span, for a file read in spans) gets ``{path}:{line}`` instead (the first row with an id keeps
+it: file order decides, so the rule is deterministic).  Repeats across files and spans are not
+detected here (that needs a shuffle of every id);
 files from one source rarely share ids, and ``assign_ids: true`` makes every id unique.  How many
 ids were assigned is reported as an ``ids_assigned`` event (events.jsonl) when the run ends.
 """
@@ -22,7 +26,8 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.shared.files import Globs, expand_globs, map_files, open_maybe_compressed
+from raypress.operators.shared.files import Globs, expand_globs, line_spans, map_items, open_maybe_compressed
+from raypress.operators.shared.spans import span_lines
 from raypress.operators.shared.rows import combine, ids_from_column, preview, put_ids, records_to_table, tombstones
 from raypress.operators.registry import register
 from raypress.schema import ID_COL
@@ -73,8 +78,9 @@ class ReadJsonl(Reader[ReadJsonlParams]):
         files = expand_globs(self.params.paths)
         keep = self.params.id_key is None and not self.params.assign_ids
         counter = _counter(ctx) if keep else None
-        return map_files(files, partial(read_jsonl_file, node=ctx.node_id, id_key=self.params.id_key,
-                                        assign_ids=self.params.assign_ids, counter=counter), ctx=ctx)
+        read = partial(read_jsonl_span, node=ctx.node_id, id_key=self.params.id_key,
+                       assign_ids=self.params.assign_ids, counter=counter)
+        return map_items(line_spans(files, ctx), read, ctx)
 
 
 def _counter(ctx: RunContext):
@@ -95,14 +101,30 @@ def _counter(ctx: RunContext):
     return counter
 
 
+def read_jsonl_span(item: dict[str, Any], node: str, id_key: str | None, assign_ids: bool = False,
+                    counter=None) -> Iterator[pa.Table]:
+    """One span of ``line_spans`` (a whole file, or the lines starting in a byte range of one)."""
+    if item["end"] is None:
+        return read_jsonl_file(item["path"], item["abs_path"], node, id_key, assign_ids, counter)
+    return _read_lines(item["path"], item["abs_path"], node, id_key, assign_ids, counter,
+                       lambda f: span_lines(f, item["start"], item["end"], item["newlines_before"]), plain=True)
+
+
 def read_jsonl_file(path: str, abs_path: str, node: str, id_key: str | None, assign_ids: bool = False,
                     counter=None) -> Iterator[pa.Table]:
     """Parse one file into tables of at most ``CHUNK_LINES`` rows (live rows and tombstones)."""
+    return _read_lines(path, abs_path, node, id_key, assign_ids, counter, lambda f: enumerate(f, start=1))
+
+
+def _read_lines(path: str, abs_path: str, node: str, id_key: str | None, assign_ids: bool, counter,
+                numbered, plain: bool = False) -> Iterator[pa.Table]:
+    """Tables of at most ``CHUNK_LINES`` rows from ``numbered(file)``'s (line number, raw line)s.
+    Repeated own ids are found within what one call reads (a file, or a span of one)."""
     chunk = _Chunk(node, id_key, keep_ids=id_key is None and not assign_ids)
     line_no = 0
-    with open_maybe_compressed(abs_path) as f:
+    with (open(abs_path, "rb") if plain else open_maybe_compressed(abs_path)) as f:
         try:
-            for line_no, raw in enumerate(f, start=1):
+            for line_no, raw in numbered(f):
                 if raw.strip():
                     chunk.add(f"{path}:{line_no}", raw)
                 if chunk.size >= CHUNK_LINES:

@@ -94,7 +94,11 @@ def map_items(
     cpus = int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else 1
     blocks = max(1, min(len(items), TASKS_PER_CPU * max(cpus, 1), MAX_FILE_BLOCKS))
     ds = ray.data.from_items(items, override_num_blocks=blocks)
-    return ds.map_batches(read_files, batch_size=1, batch_format="pyarrow")
+    extra: dict[str, Any] = {}
+    np_ = ctx.settings.get("np") if ctx is not None else None
+    if np_:  # the ops after a reader run `np` tasks at once (Data-Juicer's np): the same here, so they fuse
+        extra["compute"] = ray.data.TaskPoolStrategy(size=int(np_))
+    return ds.map_batches(read_files, batch_size=1, batch_format="pyarrow", **extra)
 
 
 def id_path(path: str, base_dir: str | None) -> str:
@@ -105,6 +109,20 @@ def id_path(path: str, base_dir: str | None) -> str:
         return path
     rel = os.path.relpath(path, base_dir)
     return path if rel == ".." or rel.startswith("../") else rel
+
+
+def line_spans(paths: list[str], ctx: "RunContext | None" = None) -> list[dict[str, Any]]:
+    """Items for ``map_items`` over line-based files: ``{path, abs_path, start, end, newlines_before}``,
+    large uncompressed files cut into spans (``spans.py`` says why and how)."""
+    import ray
+
+    from raypress.operators.shared.spans import number_spans, plan_spans
+
+    base = ctx.base_dir if ctx is not None and ctx.base_dir else None
+    files = [(id_path(p, base), os.path.abspath(p)) for p in paths]
+    cpus = int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else 1
+    compressed = {a for _, a in files if compression_of(a) is not None}
+    return number_spans(plan_spans(files, cpus, compressed))
 
 
 def map_files(paths: list[str], read_one: Callable[[str, str], Iterator[pa.Table]],

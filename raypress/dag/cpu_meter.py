@@ -1,0 +1,113 @@
+"""How busy the cluster's CPUs were during a segment: the ledger's ``cpu_utilisation``.
+
+Why: a segment can be correct and still leave half the machine idle (a 4-file text recipe ran as
+one task on one core); that is invisible in counts and per-op seconds, so every segment reports
+CPU seconds used by Ray's worker processes / (wall seconds x the cluster's CPUs).
+
+How: one probe actor per alive node (0 CPUs, pinned there) sums the CPU time of every process
+under that node's raylet (the workers, which are the raylet's children) from /proc, plus what the
+raylet's reaped children used (``cutime``/``cstime``), so workers that exit mid-segment still
+count.  The driver's own CPU is not counted (it plans; the workers work).  Where /proc is missing
+the probes report nothing and the ledger says ``null``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()  # fields from the state on (field 3 of proc(5))
+
+
+def tree_cpu_seconds(root: int) -> float | None:
+    """CPU seconds of ``root``'s descendants (running and reaped) from /proc; None without /proc."""
+    if not Path("/proc").is_dir():
+        return None
+    children: dict[int, list[int]] = {}
+    fields: dict[int, list[str]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            f = _stat_fields(int(entry.name))
+            if f is not None:
+                fields[int(entry.name)] = f
+                children.setdefault(int(f[1]), []).append(int(entry.name))
+    if root not in fields:
+        return None
+    total = (int(fields[root][13]) + int(fields[root][14]))  # cutime + cstime: reaped workers
+    frontier = list(children.get(root, []))
+    while frontier:
+        pid = frontier.pop()
+        f = fields.get(pid)
+        if f is None:
+            continue
+        total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime
+        frontier.extend(children.get(pid, []))
+    return total / TICKS
+
+
+class NodeCpuProbe:
+    """Lives on one node (a Ray actor) and reads that node's worker CPU time."""
+
+    def __init__(self) -> None:
+        from raypress.dag.ray_compat import node_raylet_pid
+
+        self.raylet = node_raylet_pid()
+
+    def cpu_seconds(self) -> float | None:
+        return tree_cpu_seconds(self.raylet)
+
+
+class CpuMeter:
+    """``start()`` then ``utilisation()``: the share of the cluster's CPUs busy in between."""
+
+    def __init__(self) -> None:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        probe = ray.remote(num_cpus=0)(NodeCpuProbe)
+        self.probes = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+                       for n in ray.nodes() if n.get("Alive")]
+        self.cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        self._start: tuple[float, float | None] | None = None
+
+    def _read(self) -> float | None:
+        """The cluster's worker CPU seconds so far; None when a probe cannot answer (a node gone:
+        measuring never fails a run, and a dead raylet is the supervisor's to report)."""
+        import ray
+
+        try:
+            values = ray.get([p.cpu_seconds.remote() for p in self.probes], timeout=30)
+        except Exception:  # noqa: BLE001 - RayActorError, GetTimeoutError, a node lost
+            return None
+        return None if not values or any(v is None for v in values) else float(sum(values))
+
+    def start(self) -> None:
+        self._start = (time.perf_counter(), self._read())
+
+    def utilisation(self) -> float | None:
+        """CPU seconds used / (wall x CPUs) since ``start()``; None when it cannot be measured."""
+        if self._start is None:
+            return None
+        began, cpu = self._start
+        now, wall = self._read(), time.perf_counter() - began
+        if cpu is None or now is None or wall <= 0 or self.cpus <= 0:
+            return None
+        return round(max(0.0, now - cpu) / (wall * self.cpus), 3)
+
+
+def new_meter() -> Any:
+    """A CpuMeter, or None where it cannot be made (no /proc, an unusual cluster)."""
+    try:
+        return CpuMeter()
+    except Exception:  # noqa: BLE001 - measuring must never stop a run
+        return None
