@@ -50,3 +50,24 @@ def test_a_large_file_gets_spans_for_every_cpu_and_small_or_compressed_ones_do_n
     assert spans[0]["start"] == 0 and spans[-1]["end"] == big.stat().st_size
     assert all(a["end"] == b["start"] for a, b in zip(spans, spans[1:]))
     assert [it["path"] for it in items] == sorted([it["path"] for it in items], key=[p for p, _ in files].index)
+
+
+def test_a_large_parquet_files_row_groups_are_shared_out_and_ids_keep_their_row_numbers(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from raypress.operators.io.read_parquet import read_parquet_file
+    from raypress.operators.shared.spans import parquet_spans
+
+    path = tmp_path / "big.parquet"
+    texts = [f"row {i} " + "x" * (i % 50) for i in range(5000)]
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=300)  # 17 row groups
+    items = parquet_spans([("big.parquet", str(path))], cpus=2, min_span=1024)
+    assert len(items) >= 2 and all(it["row_groups"] for it in items)
+    assert sum((it["row_groups"] for it in items), []) == list(range(pq.ParquetFile(path).metadata.num_row_groups))
+    whole = pa.concat_tables(read_parquet_file("big.parquet", str(path), "n", None, None))
+    parts = pa.concat_tables([t for it in items for t in read_parquet_file(
+        "big.parquet", str(path), "n", None, None, it["row_groups"], it["first_row"])])
+    assert parts.to_pylist() == whole.to_pylist()
+    assert whole.column("id")[4999].as_py() == "big.parquet:4999"
+    assert parquet_spans([("big.parquet", str(path))], cpus=2)[0]["row_groups"] is None  # small: whole

@@ -125,6 +125,17 @@ def line_spans(paths: list[str], ctx: "RunContext | None" = None) -> list[dict[s
     return number_spans(plan_spans(files, cpus, compressed))
 
 
+def parquet_items(paths: list[str], ctx: "RunContext | None" = None) -> list[dict[str, Any]]:
+    """Items for ``map_items`` over Parquet files: large files' row groups shared out (``spans.py``)."""
+    import ray
+
+    from raypress.operators.shared.spans import parquet_spans
+
+    base = ctx.base_dir if ctx is not None and ctx.base_dir else None
+    cpus = int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else 1
+    return parquet_spans([(id_path(p, base), os.path.abspath(p)) for p in paths], cpus)
+
+
 def map_files(paths: list[str], read_one: Callable[[str, str], Iterator[pa.Table]],
               ctx: "RunContext | None" = None) -> "ray.data.Dataset":
     """``map_items`` over files: ``read_one(path, abs_path)`` gets the path for ids (``id_path``)

@@ -1,4 +1,5 @@
-"""Line-based files cut into byte ranges ("spans"), so every CPU reads, whatever the file count.
+"""Files cut into spans (byte ranges of line-based files, row groups of Parquet files), so every
+CPU reads, whatever the file count.
 
 Why: a reader's work went out one task per file, so one large JSON Lines file (or four files on a
 16-core node) left cores idle for the whole segment: Ray fuses the ops after a reader into the
@@ -95,3 +96,33 @@ def span_lines(f, start: int, end: int | None, newlines_before: int) -> Iterator
         line_no += 1
         yield line_no, raw
         pos += len(raw)
+
+
+def parquet_spans(files: list[tuple[str, str]], cpus: int, min_span: int | None = None) -> list[dict[str, Any]]:
+    """Items ``{path, abs_path, row_groups, first_row}`` for Parquet files: a large file's row groups
+    shared out over spans of about ``total bytes / (CPUs x SPANS_PER_CPU)`` (``row_groups`` None: the
+    whole file).  ``first_row`` keeps ``{path}:{row}`` ids what they are when the file is read whole."""
+    import pyarrow.parquet as pq
+
+    min_span = MIN_SPAN_BYTES if min_span is None else min_span
+    sizes = {a: os.path.getsize(a) for _, a in files}
+    target = max(min_span, -(-sum(sizes.values()) // max(1, cpus * SPANS_PER_CPU)))
+    items: list[dict[str, Any]] = []
+    for path, abs_path in files:
+        whole = {"path": path, "abs_path": abs_path, "row_groups": None, "first_row": 0}
+        if sizes[abs_path] < 2 * min_span:
+            items.append(whole)
+            continue
+        meta = pq.ParquetFile(abs_path).metadata
+        groups = meta.num_row_groups
+        n = min(groups, max(1, round(sizes[abs_path] / target)))
+        if n < 2:
+            items.append(whole)
+            continue
+        rows = [meta.row_group(g).num_rows for g in range(groups)]
+        first = 0
+        for k in range(n):
+            chosen = list(range(groups * k // n, groups * (k + 1) // n))
+            items.append({"path": path, "abs_path": abs_path, "row_groups": chosen, "first_row": first})
+            first += sum(rows[g] for g in chosen)
+    return items
