@@ -97,13 +97,14 @@ def _event_printer(event: dict) -> None:
 
 def print_ledger(ledger: dict) -> None:
     table = Table(title="ledger")
-    for col in ("node", "op", "in", "out", "dropped", "dups", "quarantined", "s"):
-        table.add_column(col, justify="right" if col in ("in", "out", "dups", "quarantined", "s") else "left")
+    for col in ("node", "op", "in", "out", "dropped", "dups", "quarantined", "s", "cpu"):
+        table.add_column(col, justify="left" if col in ("node", "op", "dropped") else "right")
     for nid, e in ledger["nodes"].items():
         dropped = ", ".join(f"{r}: {n}" for r, n in e["dropped"].items()) or "-"
+        busy = e.get("cpu_utilisation")  # the segment's share of the cluster's CPUs
         table.add_row(nid, e["op"], str(e["rows_in"]), str(e["rows_out"]) if not e.get("transforms") else
                       (e.get("artifact") and "artifact" or str(e["rows_out"])), dropped, str(e["duplicates"]),
-                      str(e["quarantined"]), f"{e['seconds']:.1f}")
+                      str(e["quarantined"]), f"{e['seconds']:.1f}", "-" if busy is None else f"{busy:.0%}")
     out.print(table)
     for warning in ledger.get("warnings", []):
         out.print(f"[bold yellow]warning:[/] {escape(warning)}")
