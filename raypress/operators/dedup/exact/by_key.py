@@ -110,15 +110,28 @@ def keep_smallest_id(
     Under a sort-based shuffle strategy (where Ray refuses keyed repartitions) the same function
     runs through ``groupby().map_groups()``: slower (one call per group), same result."""
     kwargs = dict(key=key, node=node, detail_key=detail_key, prefer=prefer)
+    return map_key_partitions(ds, key, mark_duplicates, kwargs, num_partitions)
+
+
+def map_key_partitions(
+    ds: "ray.data.Dataset",
+    key: str,
+    fn: Callable[..., pa.Table],
+    fn_kwargs: dict,
+    num_partitions: int | None = None,
+) -> "ray.data.Dataset":
+    """Shuffle ``ds`` by ``key`` and call ``fn(table, **fn_kwargs)`` on tables that each hold every
+    row of their keys (a whole hash partition, one block for ``num_partitions == 1``, or one group
+    under a sort-based shuffle strategy)."""
     if num_partitions == 1:  # small input: one block holds every group; no shuffle actors needed
         return ds.repartition(1).map_batches(
-            mark_duplicates, batch_size=None, batch_format="pyarrow", fn_kwargs=kwargs
+            fn, batch_size=None, batch_format="pyarrow", fn_kwargs=fn_kwargs
         )
     if not _keyed_repartition_supported(ds):
         return ds.groupby(key, num_partitions=num_partitions).map_groups(
-            mark_duplicates, batch_format="pyarrow", fn_kwargs=kwargs
+            fn, batch_format="pyarrow", fn_kwargs=fn_kwargs
         )
     n = num_partitions or ds.context.default_hash_shuffle_parallelism
     return ds.repartition(n, keys=[key]).map_batches(
-        mark_duplicates, batch_size=None, batch_format="pyarrow", fn_kwargs=kwargs
+        fn, batch_size=None, batch_format="pyarrow", fn_kwargs=fn_kwargs
     )
