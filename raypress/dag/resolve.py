@@ -14,6 +14,7 @@ Problems are found while resolving, against the user's own file, so they still n
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,11 +49,9 @@ class ResolvedPipeline:
     def write(self) -> Path:
         """Write ``run_dir/pipeline.yaml`` (atomically; untouched when it already says the same)."""
         path = self.file
-        try:
+        with contextlib.suppress(OSError):  # no file yet (or unreadable): write it
             if path.read_text(encoding="utf-8") == self.text:
                 return path
-        except OSError:
-            pass
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name("pipeline.yaml.tmp")
         tmp.write_text(self.text, encoding="utf-8")
@@ -188,12 +187,10 @@ def _written_params(node: VNode) -> dict[str, Any]:
     out: validation grants it from ``settings.allow_code`` again."""
     exclude = {"allow_code"} if node.op_cls.takes_code else None
     full = node.params.model_dump(mode="json", exclude=exclude)
-    try:
+    with contextlib.suppress(ValueError):  # a full dump that does not read back: write what was set
         same = node.op_cls.Params.model_validate(full)
         if same.model_dump(mode="json", exclude=exclude) == full:
             return full
-    except ValueError:
-        pass
     return node.params.model_dump(mode="json", exclude=exclude, exclude_unset=True)
 
 

@@ -74,8 +74,8 @@ def test_start_every_core_at_once__the_first_tasks_of_a_chain_overlap(ray_sessio
 
     def busy(table: pa.Table) -> pa.Table:
         start = time.time()
-        while time.time() - start < 0.5:
-            pass
+        while time.time() - start < 0.5:  # keep a CPU busy
+            sum(range(1000))
         return pa.table({"start": [start], "end": [time.time()]})
 
     context = ray.data.DataContext.get_current()
@@ -111,8 +111,8 @@ def test_cpu_meter_sees_a_busy_segment(ray_session):
 
     def spin() -> None:
         start = time.process_time()
-        while time.process_time() - start < 0.4:
-            pass
+        while time.process_time() - start < 0.4:  # keep a CPU busy
+            sum(range(1000))
 
     meter = CpuMeter()
     before = meter._read()
