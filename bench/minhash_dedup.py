@@ -40,7 +40,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 sys.path.insert(0, str(HERE))
 
 import planted_near_dups as planted  # noqa: E402
+from process_tree import TreeSampler  # noqa: E402
 
 NUM_PERM = 256
 PERM_SEED = 42
@@ -241,63 +241,6 @@ def _identity(x: int) -> int:
     return x
 
 
-def process_tree() -> list:
-    """This process and all its descendants (the Ray processes ``ray.init`` started)."""
-    import psutil
-
-    me = psutil.Process()
-    return [me, *me.children(recursive=True)]
-
-
-class TreeSampler:
-    """Every ``every`` s: the summed and the largest RSS of the process tree, and each process's
-    CPU time, so the run's CPU seconds are known even on a machine others are loading."""
-
-    def __init__(self, every: float = 0.2):
-        self.every, self.peak_sum, self.peak_one, self.procs = every, 0, 0, 0
-        self._cpu_first: dict[int, float] = {}
-        self._cpu_last: dict[int, float] = {}
-        self._opening = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def sample(self) -> None:
-        import psutil
-
-        total = biggest = count = 0
-        for p in process_tree():
-            try:
-                with p.oneshot():
-                    rss = p.memory_info().rss
-                    t = p.cpu_times()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            total, biggest, count = total + rss, max(biggest, rss), count + 1
-            key = p.pid
-            self._cpu_first.setdefault(key, t.user + t.system if self._opening else 0.0)
-            self._cpu_last[key] = t.user + t.system
-        self.peak_sum, self.peak_one, self.procs = max(self.peak_sum, total), max(self.peak_one, biggest), max(self.procs, count)
-
-    def cpu_seconds(self) -> float:
-        return sum(self._cpu_last[k] - self._cpu_first.get(k, 0.0) for k in self._cpu_last)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            self.sample()
-
-    def __enter__(self) -> "TreeSampler":
-        self._opening = True
-        self.sample()  # CPU times at the start
-        self._opening = False  # a process first seen later started during the run: all its time counts
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sample()
-
-
 def child_pipelines(cpus: int, jobs: list[dict], out: Path) -> None:
     """Start Ray with ``cpus`` CPUs, then run each job {yaml, run_dir, timed}; report times and memory."""
     os.environ.setdefault("RAYPRESS_PROGRESS", "0")
@@ -317,7 +260,7 @@ def child_pipelines(cpus: int, jobs: list[dict], out: Path) -> None:
         results["runs"].append({
             "name": job["name"], "seconds": seconds, "adds_up": ledger.get("adds_up"),
             "cpu_seconds": tree.cpu_seconds(), "load_before": load,
-            "peak_rss_sum": tree.peak_sum, "peak_rss_one": tree.peak_one, "procs": tree.procs,
+            "peak_rss_sum": tree.peak_rss, "peak_rss_one": tree.peak_one, "procs": tree.procs,
             "op_seconds": {k: v.get("seconds") for k, v in nodes.items()},
             "rows": {k: v.get("rows_out") for k, v in nodes.items()},
         })

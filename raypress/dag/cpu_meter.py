@@ -4,21 +4,29 @@ Why: a segment can be correct and still leave half the machine idle (a 4-file te
 one task on one core); that is invisible in counts and per-op seconds, so every segment reports
 CPU seconds used by Ray's worker processes / (wall seconds x the cluster's CPUs).
 
-How: one probe actor per alive node (0 CPUs, pinned there) sums the CPU time of every process
-under that node's raylet (the workers, which are the raylet's children) from /proc, plus what the
-raylet's reaped children used (``cutime``/``cstime``), so workers that exit mid-segment still
-count.  The driver's own CPU is not counted (it plans; the workers work).  Where /proc is missing
-the probes report nothing and the ledger says ``null``.
+How: one probe actor per alive node (0 CPUs, pinned there) reads the CPU time of every process
+under that node's raylet (the workers, which are the raylet's children) from /proc, every
+``SAMPLE_EVERY`` seconds, and remembers each process (by pid and start time) with the last time it
+saw: a worker that exits mid-segment (a shuffle's aggregator actors, idle workers the raylet stops)
+keeps what it used.  Its exit cannot be left to the raylet's ``cutime``: the raylet does not wait
+for its children, so the kernel adds nothing there (a segment with a hash shuffle read as 0%).
+Where a parent does reap them, its ``cutime`` grows by what they used, and only the larger of that
+growth and their remembered times counts, never both.  What a process used after the last sample
+before it exited (< ``SAMPLE_EVERY`` s) is lost.  The
+driver's own CPU is not counted (it plans; the workers work).  Where /proc is missing the probes
+report nothing and the ledger says ``null``.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+SAMPLE_EVERY = 0.5
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -31,6 +39,14 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def tree_cpu_seconds(root: int) -> float | None:
     """CPU seconds of ``root``'s descendants (running and reaped) from /proc; None without /proc."""
+    per_process = descendants_cpu(root)
+    return None if per_process is None else sum(per_process.values())
+
+
+def descendants_cpu(root: int) -> dict[tuple[int, int], float] | None:
+    """CPU seconds per descendant of ``root`` (key: pid and start time, so a reused pid is another
+    process), each with what its own reaped children used, plus ``root``'s reaped children under
+    the key ``(root, -1)``; None without /proc or ``root``."""
     if not Path("/proc").is_dir():
         return None
     children: dict[int, list[int]] = {}
@@ -43,28 +59,59 @@ def tree_cpu_seconds(root: int) -> float | None:
                 children.setdefault(int(f[1]), []).append(int(entry.name))
     if root not in fields:
         return None
-    total = (int(fields[root][13]) + int(fields[root][14]))  # cutime + cstime: reaped workers
+    found = {(root, -1): (int(fields[root][13]) + int(fields[root][14])) / TICKS}  # cutime + cstime
     frontier = list(children.get(root, []))
     while frontier:
         pid = frontier.pop()
         f = fields.get(pid)
         if f is None:
             continue
-        total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime
+        ticks = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime
+        found[(pid, int(f[19]))] = ticks / TICKS  # field 22 of proc(5): the start time
         frontier.extend(children.get(pid, []))
-    return total / TICKS
+    return found
 
 
 class NodeCpuProbe:
-    """Lives on one node (a Ray actor) and reads that node's worker CPU time."""
+    """Lives on one node (a Ray actor) and samples that node's worker CPU time in a thread, keeping
+    the last value seen of every process, exited ones included."""
 
     def __init__(self) -> None:
         from raypress.dag.ray_compat import node_raylet_pid
 
         self.raylet = node_raylet_pid()
+        self.root = (self.raylet, -1)
+        self.seen: dict[tuple[int, int], float] = {}  # every process ever seen: its last CPU seconds
+        self.live: set[tuple[int, int]] = set()
+        self.reaped_at_start: float | None = None  # the raylet's cutime + cstime when first read
+        self.lock = threading.Lock()
+        self.readable = self._sample()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _sample(self) -> bool:
+        now = descendants_cpu(self.raylet)
+        if now is None:
+            return False
+        with self.lock:
+            if self.reaped_at_start is None:
+                self.reaped_at_start = now[self.root]
+            self.seen.update(now)
+            self.live = set(now)
+        return True
+
+    def _run(self) -> None:
+        while self.readable:
+            time.sleep(SAMPLE_EVERY)
+            self._sample()
 
     def cpu_seconds(self) -> float | None:
-        return tree_cpu_seconds(self.raylet)
+        if not self._sample():
+            return None
+        with self.lock:
+            running = sum(v for k, v in self.seen.items() if k in self.live and k != self.root)
+            gone = sum(v for k, v in self.seen.items() if k not in self.live)
+            start = self.reaped_at_start or 0.0
+            return running + start + max(self.seen[self.root] - start, gone)
 
 
 class CpuMeter:

@@ -7,11 +7,14 @@ streaming ops) ask the same questions of the same artifacts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from raypress.artifacts import Artifact, DatasetArtifact
 from raypress.dag.blocks import coalesce_tables
 from raypress.dag.validate import VNode
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 
 class RunArtifacts(dict):
@@ -59,6 +62,18 @@ def read_materialized(out_dir: Path, rows: int, in_memory_mb: float, block_rows:
 
         # files written one per block of a cut segment are small: joined again here (blocks.py)
         ds = ray.data.from_arrow(coalesce_tables([pq.read_table(f) for f in files], block_rows))
-    else:  # a large one stays lazy, read per consumer, so memory never holds it all
-        ds = ray.data.read_parquet([str(f) for f in files])
+    else:  # a large one stays lazy, read per consumer, so memory never holds it all; a task and a
+        # block per file (each a block of the segment that wrote it, a span at most): Ray's
+        # read_parquet merges files into blocks of up to 128 MB whatever override_num_blocks says,
+        # so a worker's memory would grow with the input up to that size
+        paths = ray.data.from_items([{"path": str(f)} for f in files], override_num_blocks=len(files))
+        ds = paths.map_batches(_read_parts, batch_size=1, batch_format="pyarrow")
     return DatasetArtifact(ds, path=str(out_dir), rows=rows)
+
+
+def _read_parts(batch: "pa.Table") -> "Iterator[pa.Table]":
+    """The materialized part files a batch of ``{path}`` rows names, one table each."""
+    import pyarrow.parquet as pq
+
+    for path in batch.column("path").to_pylist():
+        yield pq.read_table(path)

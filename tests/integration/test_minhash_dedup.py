@@ -131,3 +131,29 @@ def test_accelerator_cuda_without_a_gpu_is_a_clear_error_not_a_hang(ray_session)
     op = RayBtsMinhashDeduplicator(RayBtsMinhashParams(accelerator="cuda"))
     with pytest.raises(ValueError, match=r"accelerator='cuda' .* this Ray cluster has none"):
         op.apply(ds, RunContext(run_dir="/tmp", node_id="near"))
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_band_rows_through_files_same_answer_and_no_files_left(ray_session, tmp_path, monkeypatch, verify):
+    """Above ROWS_IN_OBJECT_STORE the key shuffle's pieces go through files under the run dir."""
+    import ray
+
+    import raypress.operators.dedup.minhash.deduplicator as minhash
+
+    monkeypatch.setattr(minhash, "ROWS_IN_OBJECT_STORE", 0)
+    rows, expected = planted(2)
+    events: list[dict] = []
+    ds = ray.data.from_items(rows, override_num_blocks=4)
+    ctx = RunContext(run_dir=str(tmp_path), node_id="near", emit=events.append)
+    op = DocumentMinhashDeduplicator(MinhashParams(num_partitions=3, verify=verify))
+    out = {r["id"]: r for r in op.apply(ds, ctx).take_all()}
+    assert len(out) == len(rows) and duplicates(out) == expected
+    assert events[-1]["rows_in_files"] is True
+    assert not list((tmp_path / "scratch").iterdir())  # the pieces' folder is gone
+
+
+def test_one_id_on_two_live_rows_stops_with_the_id_named(ray_session):
+    text = " ".join(f"w{i}" for i in range(40))
+    rows = [{"id": "a", "text": text}, {"id": "b", "text": text + " more"}, {"id": "a", "text": text}]
+    with pytest.raises(Exception, match="two live rows have the id 'a'; near-dedup needs unique ids"):
+        run(DocumentMinhashDeduplicator(MinhashParams(num_partitions=2)), rows, 2)

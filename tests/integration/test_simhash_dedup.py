@@ -15,6 +15,7 @@ from raypress.operators.dedup.document_simhash_deduplicator import (
     SimhashParams,
     near_duplicates,
 )
+from raypress.operators.dedup.shuffle.sources import LocalBlocks
 from raypress.operators.dedup.shuffle.tasks import local_step
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL
 
@@ -61,7 +62,7 @@ def duplicates(out: dict[str, dict]) -> dict[str, str]:
 def test_same_answer_as_in_process_for_any_blocks_and_partitions(ray_session):
     rows = planted(0)
     op = DocumentSimhashDeduplicator(SimhashParams(num_partitions=1))
-    marked, _ = near_duplicates([pa.Table.from_pylist(rows)], op.config(), 1, "near", run=local_step, collect=sum)
+    marked, _ = near_duplicates(LocalBlocks([pa.Table.from_pylist(rows)]), op.config(), 1, "near", run=local_step, collect=sum)
     expected = {r["id"]: r[REASON_COL] for r in marked[0].to_pylist() if r[KIND_COL] == "duplicate"}
     assert len(expected) >= 15  # 18 of the 29 planted copies are within 4 bits of their base (one edit in
     # ~275 words changes 6 of the shingles)

@@ -12,7 +12,6 @@ import pytest
 from raypress.operators.dedup.graph.connected_components import (
     LABEL,
     NODE,
-    NODE_BLK,
     connected_components,
     edges_table,
     large_star,
@@ -22,30 +21,22 @@ from raypress.operators.dedup.graph.connected_components import (
 from raypress.operators.dedup.shuffle.tasks import concat, local_step, route_by_hash, split_by, stable_hash
 
 
-def components_local(parts: list[list[pa.Table]], n: int, groups: int = 1) -> tuple[list[pa.Table], int]:
-    """The distributed driver with its steps run here: label table per block group, rounds."""
-    out, rounds, labelled = connected_components(parts, n, groups, run=local_step, collect=sum)
-    tables = [concat(pieces) for pieces in out]
-    assert labelled == sum(t.num_rows for t in tables)
-    return tables, rounds
+def components_local(parts: list[list[pa.Table]], n: int) -> tuple[list[pa.Table], int]:
+    """The distributed driver with its steps run here: the label pieces, rounds."""
+    out, rounds, labelled = connected_components(parts, n, run=local_step, collect=sum)
+    assert labelled == sum(t.num_rows for t in out)
+    return out, rounds
 
 
-def block_of(node: str) -> int:
-    return int(node[1:]) % 5  # where the "document" lives: any fixed function of the id
-
-
-def run(edges: list[tuple[str, str]], n: int = 1, groups: int = 1) -> tuple[dict[str, str], int]:
+def run(edges: list[tuple[str, str]], n: int = 1) -> tuple[dict[str, str], int]:
     """node -> label for every non-centre node, and the rounds it took."""
     a, b = [x for x, _ in edges], [y for _, y in edges]
-    table = edges_table(pa.array(a, pa.string()), [block_of(x) for x in a],
-                        pa.array(b, pa.string()), [block_of(y) for y in b])
-    out, rounds = components_local([[p] for p in route_by_hash(table, NODE, n)], n, groups)
+    table = edges_table(pa.array(a, pa.string()), pa.array(b, pa.string()))
+    out, rounds = components_local([[p] for p in route_by_hash(table, NODE, n)], n)
     found: dict[str, str] = {}
-    for g, part in enumerate(out):
-        for row in part.to_pylist():
-            assert row[NODE] not in found, "a node labelled twice"
-            assert row[NODE_BLK] == block_of(row[NODE]) and row[NODE_BLK] % groups == g  # routed home
-            found[row[NODE]] = row[LABEL]
+    for row in concat(out).to_pylist():
+        assert row[NODE] not in found, "a node labelled twice"
+        found[row[NODE]] = row[LABEL]
     return found, rounds
 
 
@@ -98,9 +89,9 @@ def test_isolated_nodes_and_self_loops_get_no_label():
 
 
 def test_empty_graph():
-    table = edges_table(pa.array([], pa.string()), [], pa.array([], pa.string()), [])
+    table = edges_table(pa.array([], pa.string()), pa.array([], pa.string()))
     out, rounds = components_local([[table]], 1)
-    assert rounds == 1 and out[0].num_rows == 0
+    assert rounds == 1 and concat(out).num_rows == 0
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -109,21 +100,21 @@ def test_random_graphs_match_union_find_for_any_partition_count(seed):
     ids = [f"d{rng.randrange(10**6):06d}" for _ in range(rng.randint(2, 80))]
     edges = [(rng.choice(ids), rng.choice(ids)) for _ in range(rng.randint(1, 120))]
     expected = union_find([e for e in edges if e[0] != e[1]])
-    for n, groups in ((1, 1), (4, 3), (9, 5)):
-        assert run(edges, n, groups)[0] == expected
+    for n in (1, 4, 9):
+        assert run(edges, n)[0] == expected
 
 
 def test_integer_ids_compare_as_numbers():
-    table = edges_table(pa.array([10, 9]), [0, 0], pa.array([9, 100]), [0, 0])
+    table = edges_table(pa.array([10, 9]), pa.array([9, 100]))
     out, _ = components_local([[p] for p in route_by_hash(table, NODE, 3)], 3)
-    assert {r[NODE]: r[LABEL] for r in out[0].to_pylist()} == {10: 9, 100: 9}
+    assert {r[NODE]: r[LABEL] for r in concat(out).to_pylist()} == {10: 9, 100: 9}
 
 
 def test_each_star_step_keeps_connectivity_and_never_adds_edges():
     rng = random.Random(7)
     ids = [f"d{i:03d}" for i in range(60)]
     edges = [(rng.choice(ids), rng.choice(ids)) for _ in range(90)]
-    table = normalize(edges_table(pa.array([a for a, _ in edges]), [0] * 90, pa.array([b for _, b in edges]), [0] * 90))
+    table = normalize(edges_table(pa.array([a for a, _ in edges]), pa.array([b for _, b in edges])))
     expected = union_find(list(zip(table.column("node").to_pylist(), table.column("nbr").to_pylist())))
     for step in (large_star, small_star, large_star, small_star):
         out, _ = step(table)
@@ -134,9 +125,9 @@ def test_each_star_step_keeps_connectivity_and_never_adds_edges():
 
 
 def test_a_converged_star_forest_reports_no_change():
-    stars = normalize(edges_table(pa.array(["d2", "d3", "d8"]), [0] * 3, pa.array(["d1", "d1", "d5"]), [0] * 3))
+    stars = normalize(edges_table(pa.array(["d2", "d3", "d8"]), pa.array(["d1", "d1", "d5"])))
     assert large_star(stars)[1] == 0 and small_star(stars)[1] == 0
-    path = normalize(edges_table(pa.array(["d1", "d2"]), [0, 0], pa.array(["d2", "d3"]), [0, 0]))
+    path = normalize(edges_table(pa.array(["d1", "d2"]), pa.array(["d2", "d3"])))
     assert large_star(path)[1] > 0  # d2 has a smaller and a larger neighbour
 
 

@@ -17,12 +17,13 @@ from raypress.operators.base import RunContext
 from raypress.operators.dedup.document_minhash_deduplicator import DocumentMinhashDeduplicator
 from raypress.operators.dedup.minhash.bands import optimal_param
 from raypress.operators.dedup.minhash.deduplicator import MinhashParams, near_duplicates
-from raypress.operators.dedup.minhash.lsh import BLK, KEY, SHINGLES, band_rows, bucket_members, verified_edges
+from raypress.operators.dedup.minhash.lsh import KEY, SHINGLES, band_rows, bucket_edges, bucket_members, verified_edges
 from raypress.operators.dedup.ray_bts_minhash_deduplicator import (
     ACTOR_KNOBS,
     RayBtsMinhashDeduplicator,
     RayBtsMinhashParams,
 )
+from raypress.operators.dedup.shuffle.sources import LocalBlocks
 from raypress.operators.dedup.shuffle.tasks import local_step
 from raypress.operators.registry import get_op, requirements
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL
@@ -66,7 +67,7 @@ def blocks_of(rows: list[dict], n_blocks: int) -> list[pa.Table]:
 
 def dedup(rows: list[dict], n_blocks: int = 1, n: int = 1, op=None, **params) -> tuple[dict[str, dict], dict]:
     op = op or DocumentMinhashDeduplicator(MinhashParams(**params))
-    marked, stats = near_duplicates(blocks_of(rows, n_blocks), op.config(CTX), n, op.params.verify, "mh",
+    marked, stats = near_duplicates(LocalBlocks(blocks_of(rows, n_blocks)), op.config(CTX), n, op.params.verify, "mh",
                                     run=local_step, collect=sum)
     out = [r for t in marked for r in t.to_pylist()]
     assert len(out) == len(rows)
@@ -175,6 +176,19 @@ def test_verify_drops_lsh_false_positives_that_plain_lsh_merges():
     assert duplicates(merged) and not duplicates(checked)
 
 
+def test_band_rows_through_files_give_the_same_answer(tmp_path):
+    rows, _ = planted(4)
+    for verify in (False, True):
+        op = DocumentMinhashDeduplicator(MinhashParams(verify=verify))
+        in_memory = near_duplicates(LocalBlocks(blocks_of(rows, 3)), op.config(CTX), 2, verify, "mh",
+                                    run=local_step, collect=sum)
+        in_files = near_duplicates(LocalBlocks(blocks_of(rows, 3)), op.config(CTX), 2, verify, "mh",
+                                   run=local_step, collect=sum, folder=str(tmp_path / str(verify)))
+        assert [t.to_pylist() for t in in_files[0]] == [t.to_pylist() for t in in_memory[0]]
+        assert in_files[1] == in_memory[1]
+        assert list((tmp_path / str(verify)).glob("*.arrow"))  # the pieces did go through files
+
+
 def test_verify_keeps_true_pairs_on_planted_data():
     rows, expected = planted(2)
     assert duplicates(dedup(rows, 3, 2, verify=True)[0]) == expected
@@ -198,7 +212,7 @@ def test_tombstones_pass_through_and_bad_texts_are_quarantined_by_row():
         "_rp_reason": ["too short", None, None, None, None],
         "_rp_detail": [None] * 5,
     })
-    marked, _ = near_duplicates([block], DocumentMinhashDeduplicator(MinhashParams()).config(CTX), 2, False, "mh",
+    marked, _ = near_duplicates(LocalBlocks([block]), DocumentMinhashDeduplicator(MinhashParams()).config(CTX), 2, False, "mh",
                                 run=local_step, collect=sum)
     out = marked[0].to_pylist()
     assert [r["id"] for r in out] == ["a", "b", "c", "d", "e"]  # order kept
@@ -210,7 +224,7 @@ def test_tombstones_pass_through_and_bad_texts_are_quarantined_by_row():
 
 def test_non_string_text_column_is_quarantined_row_by_row():
     block = pa.table({"id": ["x", "y"], "text": [3, 3]})
-    marked, stats = near_duplicates([block], DocumentMinhashDeduplicator(MinhashParams()).config(CTX), 1, False,
+    marked, stats = near_duplicates(LocalBlocks([block]), DocumentMinhashDeduplicator(MinhashParams()).config(CTX), 1, False,
                                     "mh", run=local_step, collect=sum)
     out = marked[0].to_pylist()
     assert [r[KIND_COL] for r in out] == ["error", "error"] and stats["documents"] == 0
@@ -220,14 +234,14 @@ def test_non_string_text_column_is_quarantined_row_by_row():
 def test_missing_text_column_names_the_op_and_the_column():
     cfg = DocumentMinhashDeduplicator(MinhashParams(text_key="content")).config(CTX)
     with pytest.raises(ValueError, match="document_minhash_deduplicator: the input has no column 'content'"):
-        band_rows(pa.table({"id": ["a"], "text": ["x"]}), 0, cfg)
+        band_rows(pa.table({"id": ["a"], "text": ["x"]}), cfg)
 
 
 # -- verification, bucket by bucket -------------------------------------------------------------
 
 def bucket(members: dict[str, set[int]], key: int = 7) -> pa.Table:
     ids = sorted(members)
-    return pa.table({KEY: pa.array([key] * len(ids), pa.uint64()), "id": ids, BLK: pa.array([0] * len(ids), pa.int32()),
+    return pa.table({KEY: pa.array([key] * len(ids), pa.uint64()), "id": ids,
                      SHINGLES: pa.array([sorted(members[i]) for i in ids], pa.large_list(pa.uint32()))})
 
 
@@ -272,6 +286,6 @@ def test_a_block_of_tombstones_without_the_text_column_passes_through():
     """Everything filtered upstream: the block may carry only ids and tombstone columns."""
     block = pa.table({"id": ["a", "b"], "_rp_node": ["f", "f"], "_rp_kind": ["filtered"] * 2,
                       "_rp_reason": ["short"] * 2, "_rp_detail": [None, None]})
-    marked, stats = near_duplicates([block], DocumentMinhashDeduplicator(MinhashParams(text_key="texts")).config(CTX),
+    marked, stats = near_duplicates(LocalBlocks([block]), DocumentMinhashDeduplicator(MinhashParams(text_key="texts")).config(CTX),
                                     2, True, "mh", run=local_step, collect=sum)
     assert marked[0].to_pylist() == block.to_pylist() and stats["documents"] == 0

@@ -24,7 +24,6 @@ from raypress.operators.dedup.document_simhash_deduplicator import (
     near_duplicates,
 )
 from raypress.operators.dedup.simhash.blocks import (
-    BLK,
     COMBO,
     HASH,
     KEY,
@@ -34,6 +33,7 @@ from raypress.operators.dedup.simhash.blocks import (
     shingles,
     simhashes,
 )
+from raypress.operators.dedup.shuffle.sources import LocalBlocks
 from raypress.operators.dedup.shuffle.tasks import concat, local_step, route_by_value
 from raypress.operators.registry import get_op, requirements
 from raypress.operators.shared.unicode_regex import compile_pattern
@@ -161,8 +161,7 @@ def bucket_table(hashes: list[int], ids: list[str], num_blocks: int, k: int) -> 
     keys = block_keys(h, num_blocks, k)
     c = keys.shape[1]
     return pa.table({KEY: pa.array(keys.reshape(-1)), COMBO: pa.array(np.tile(np.arange(c, dtype=np.int32), len(h))),
-                     HASH: pa.array(np.repeat(h, c)), ID_COL: pa.array(np.repeat(ids, c)),
-                     BLK: pa.array(np.zeros(len(h) * c, dtype=np.int32))})
+                     HASH: pa.array(np.repeat(h, c)), ID_COL: pa.array(np.repeat(ids, c))})
 
 
 def components(ids: list[str], pairs: list[tuple[str, str]]) -> dict[str, str]:
@@ -215,7 +214,7 @@ def dedup(rows: list[dict], n_blocks: int = 1, n: int = 1, **params) -> dict[str
     op = DocumentSimhashDeduplicator(SimhashParams(**params))
     size = -(-len(rows) // n_blocks)
     blocks = [pa.Table.from_pylist(rows[i: i + size]) for i in range(0, len(rows), size)]
-    marked, stats = near_duplicates(blocks, op.config(), n, "sh", run=local_step, collect=sum)
+    marked, stats = near_duplicates(LocalBlocks(blocks), op.config(), n, "sh", run=local_step, collect=sum)
     out = [r for t in marked for r in t.to_pylist()]
     assert [r["id"] for r in out] == [r["id"] for r in rows]  # order kept, nothing lost
     assert stats["duplicates"] == sum(r[KIND_COL] == "duplicate" for r in out)

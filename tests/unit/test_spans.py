@@ -52,6 +52,17 @@ def test_a_large_file_gets_spans_for_every_cpu_and_small_or_compressed_ones_do_n
     assert [it["path"] for it in items] == sorted([it["path"] for it in items], key=[p for p, _ in files].index)
 
 
+def test_spans_never_exceed_the_cap_however_large_the_input(monkeypatch, tmp_path):
+    import raypress.operators.shared.spans as spans
+
+    monkeypatch.setattr(spans, "MAX_SPAN_BYTES", 10_000)
+    big = tmp_path / "big.jsonl"
+    big.write_bytes((b"x" * 99 + b"\n") * 2000)  # 200 kB: on 2 CPUs, 4 spans of 50 kB without the cap
+    items = spans.plan_spans([(big.name, str(big))], cpus=2, min_span=4096)
+    sizes = [(it["end"] or big.stat().st_size) - it["start"] for it in items]
+    assert len(items) == 20 and max(sizes) <= 10_000 and sum(sizes) == big.stat().st_size
+
+
 def test_a_large_parquet_files_row_groups_are_shared_out_and_ids_keep_their_row_numbers(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

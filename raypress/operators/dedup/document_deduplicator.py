@@ -74,6 +74,12 @@ log = logging.getLogger(__name__)
 # stdlib agrees on every code point but the separators U+001C..U+001F, which ``re`` counts as
 # whitespace, and the digits of scripts newer than this Python's Unicode tables.)
 _NON_CHARACTER = re.compile(rf"[\s\d{re.escape(string.punctuation)}]+")
+# The same class split for speed: its ASCII members are deleted from the UTF-8 bytes with
+# ``bytes.translate`` (C speed; UTF-8 never uses ASCII bytes inside a wider character), and a text
+# holding one of its wider members (a no-break space, an Arabic digit) takes the regex instead.
+_ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # str.isspace() in ASCII: what re's \s and str.strip() see
+_ASCII_NON_CHARACTER = _ASCII_SPACE + b"0123456789" + string.punctuation.encode()
+_WIDE_NON_CHARACTER = re.compile(r"[^\S\x00-\x7f]|[^\D\x00-\x7f]")  # whitespace or a digit beyond ASCII
 
 
 def normalize_text(text: str, lowercase: bool = False, ignore_non_character: bool = False) -> str:
@@ -86,9 +92,20 @@ def normalize_text(text: str, lowercase: bool = False, ignore_non_character: boo
     return text.strip()
 
 
+def normalized_bytes(text: str, lowercase: bool = False, ignore_non_character: bool = False) -> bytes:
+    """``normalize_text(...).encode()``, byte for byte, at C speed for the common case."""
+    if lowercase:
+        text = text.lower()
+    if not ignore_non_character:
+        return text.strip().encode()
+    if not text.isascii() and _WIDE_NON_CHARACTER.search(text):
+        return _NON_CHARACTER.sub("", text).strip().encode()
+    return text.encode().translate(None, _ASCII_NON_CHARACTER)  # every space gone: nothing to strip
+
+
 def text_md5(text: str, lowercase: bool = False, ignore_non_character: bool = False) -> bytes:
     """md5 digest (16 bytes) of the normalized text; ``.hex()`` is Data-Juicer's hash value."""
-    return hashlib.md5(normalize_text(text, lowercase, ignore_non_character).encode()).digest()
+    return hashlib.md5(normalized_bytes(text, lowercase, ignore_non_character)).digest()
 
 
 def _string_tombstone_columns(table: pa.Table) -> pa.Table:

@@ -5,31 +5,40 @@ Same parameters, defaults and SimHash as Data-Juicer's op (see ``simhash.blocks`
 component keeps one document.  Data-Juicer keeps the first in dataset order, which a distributed
 dataset does not have: here the smallest ``id`` (the first, for ids in input order).  The flow is
 the MinHash op's, with SimHash blocks in place of LSH bands; the driver sees object references and
-one integer per task only:
+one integer per task only, and the input's text never enters the object store:
 
-1. per input block, ``simhash_step``: one row ``(block_key, combo, simhash, id, blk)`` per
-   document and choice of blocks, shuffled by ``block_key``;
+1. a key pass streamed over the input (``bucket_rows``): one row ``(block_key, combo, simhash,
+   id)`` per document and choice of blocks, shuffled by ``block_key``;
 2. per partition, ``pairs_step``: equal SimHashes and pairs within the Hamming distance become
    edges;
 3. ``graph.connected_components`` labels every document of a component with its smallest id;
-4. the labels go back to their blocks, where labelled rows become DUPLICATE tombstones (reason:
-   the kept id) and rows whose text is not a string ERROR tombstones.  Texts never move.
+4. a mark pass streamed over the input indexes the labels by id in each worker: labelled rows
+   become DUPLICATE tombstones (reason: the kept id) and rows whose text is not a string ERROR
+   tombstones.  Texts never move.
 
 The output is the same for any block, partition or worker count.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from raypress.operators.base import Deduplicator, RunContext
 from raypress.operators.dedup.graph.connected_components import connected_components
-from raypress.operators.dedup.minhash.deduplicator import mark_step, text_blocks
+from raypress.operators.dedup.minhash.deduplicator import MarkNearDuplicates, Source, checked_input, shuffle_folder
 from raypress.operators.dedup.minhash.shingles import ShingleParams
-from raypress.operators.dedup.simhash.blocks import SimhashConfig, check_blocks, pairs_step, simhash_step
-from raypress.operators.dedup.shuffle.tasks import run_step, total
+from raypress.operators.dedup.shuffle.sources import DatasetBlocks
+from raypress.operators.dedup.simhash.blocks import (
+    KEY,
+    SimhashConfig,
+    block_combinations,
+    bucket_rows,
+    check_blocks,
+    pairs_step,
+)
+from raypress.operators.dedup.shuffle.tasks import route_step, run_step, total
 from raypress.operators.registry import register
 from raypress.operators.shared.unicode_regex import compile_pattern
 from raypress.schema import ID_COL
@@ -71,35 +80,31 @@ class DocumentSimhashDeduplicator(Deduplicator[SimhashParams]):
                              num_blocks=p.num_blocks, hamming_distance=p.hamming_distance)
 
     def apply(self, ds: "ray.data.Dataset", ctx: RunContext) -> "ray.data.Dataset":
-        import ray.data
-
         p = self.params
-        ctx, blocks = text_blocks(self.name, ds, ctx, p.text_key)
-        if not blocks:
+        ctx = checked_input(self.name, ds, ctx, p.text_key)
+        if ctx.input_rows == 0:
             return ds
         n = p.num_partitions or ctx.shuffle_partitions()
-        marked, stats = near_duplicates(blocks, self.config(), n, ctx.node_id)
-        ctx.event("simhash_dedup", **stats)
-        return ray.data.from_arrow_refs(marked)
+        cfg = self.config()
+        rows = ctx.input_rows * len(block_combinations(cfg.num_blocks, cfg.hamming_distance))
+        with shuffle_folder(ctx, rows) as folder:
+            marked, stats = near_duplicates(DatasetBlocks(ds), cfg, n, ctx.node_id, folder=folder)
+        ctx.event("simhash_dedup", **stats, rows_in_files=folder is not None)
+        return marked
 
 
 def near_duplicates(
-    blocks: Sequence[Any], cfg: SimhashConfig, n: int, node: str, run: Callable = run_step, collect: Callable = total,
-) -> tuple[list[Any], dict[str, int]]:
-    """The input blocks (refs; or tables with ``run=local_step, collect=sum``) with their near
-    duplicates marked, in the same order, and counts of what it took."""
-    n_blocks = len(blocks)
-    groups = min(n_blocks, n)
-    numbered = [{"blk": i} for i in range(n_blocks)]
-    rows, docs = run(simhash_step, [[b] for b in blocks], n, per_task=numbered, cfg=cfg, n=n)
+    source: Source, cfg: SimhashConfig, n: int, node: str, run: Callable = run_step, collect: Callable = total,
+    folder: str | None = None,
+) -> tuple[Any, dict[str, int]]:
+    """The input (a Dataset's blocks; or tables with ``run=local_step, collect=sum``) with its near
+    duplicates marked (a lazy Dataset; or the tables), in the same order, and counts of what it
+    took.  With a ``folder``, the bucket rows travel through files there (see the MinHash op's)."""
+    keys = source.map_blocks(bucket_rows, cfg=cfg)
+    rows, count = run(route_step, ([b] for b in keys), n, key=KEY, n=n, folder=folder)
     edges, found = run(pairs_step, rows, n, hamming_distance=cfg.hamming_distance, n=n)
-    labels, rounds, labelled = connected_components(edges, n, groups, run=run, collect=collect)
-    inputs = [[b, *labels[i % groups]] for i, b in enumerate(blocks)]
-    marked, dups = run(mark_step, inputs, 1, per_task=numbered, text_key=cfg.text_key, node=node, op=cfg.op,
-                        detail_key=DETAIL_KEY)
-    stats = dict(blocks=n_blocks, partitions=n, documents=collect(docs), candidate_edges=collect(found),
-                 rounds=rounds, duplicates=collect(dups))
-    if stats["duplicates"] != labelled:
-        raise RuntimeError(f"{cfg.op}: {labelled} documents labelled as duplicates but {stats['duplicates']} rows "
-                           "marked: are the ids unique?")
-    return marked[0], stats
+    labels, rounds, labelled = connected_components(edges, n, run=run, collect=collect)
+    n_combo = len(block_combinations(cfg.num_blocks, cfg.hamming_distance))
+    stats = dict(partitions=n, documents=collect(count) // n_combo, candidate_edges=collect(found),
+                 rounds=rounds, duplicates=labelled)
+    return source.mark(MarkNearDuplicates(labels, cfg.text_key, node, cfg.op, DETAIL_KEY)), stats

@@ -92,7 +92,10 @@ def map_items(
                 yield table
 
     cpus = int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else 1
-    blocks = max(1, min(len(items), TASKS_PER_CPU * max(cpus, 1), MAX_FILE_BLOCKS))
+    # whole files are grouped, TASKS_PER_CPU blocks per CPU; a cut file's spans (at most
+    # MAX_SPAN_BYTES each) get a block each, so a task's output stays one span's size for any input
+    spans = sum(1 for it in items if it.get("end") is not None or it.get("row_groups") is not None)
+    blocks = max(1, min(len(items), max(TASKS_PER_CPU * max(cpus, 1), spans), MAX_FILE_BLOCKS))
     ds = ray.data.from_items(items, override_num_blocks=blocks)
     extra: dict[str, Any] = {}
     np_ = ctx.settings.get("np") if ctx is not None else None

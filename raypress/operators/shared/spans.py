@@ -4,7 +4,9 @@ CPU reads, whatever the file count.
 Why: a reader's work went out one task per file, so one large JSON Lines file (or four files on a
 16-core node) left cores idle for the whole segment: Ray fuses the ops after a reader into the
 reader's task.  A file of at least ``MIN_SPAN_BYTES`` is cut into spans of about ``total bytes /
-(CPUs x SPANS_PER_CPU)``; each span reads the lines that *start* inside it (Hadoop's rule), so
+(CPUs x SPANS_PER_CPU)``, and never more than ``MAX_SPAN_BYTES`` (a span is one block in a
+worker's memory, its copies too: a cap keeps a worker's memory the same for 250 MB and for 4 GB
+of input); each span reads the lines that *start* inside it (Hadoop's rule), so
 every line is read once whatever the cut.  Row ids keep ``{path}:{line}``: line numbers are
 counted first, in parallel (a newline count per span, ~GB/s), and each span is told its first
 line.  Compressed files cannot be cut and stay one span.
@@ -17,7 +19,13 @@ from typing import Any, Iterator
 
 SPANS_PER_CPU = 2  # a little slack so uneven spans (or CPUs) still finish together
 MIN_SPAN_BYTES = 4 << 20  # below this a task's start-up is not worth it
+MAX_SPAN_BYTES = 32 << 20  # above this a block costs more memory than a task start-up saves
 COUNT_CHUNK = 8 << 20
+
+
+def span_target(total: int, cpus: int, min_span: int) -> int:
+    """Bytes per span: the input shared out over ``cpus x SPANS_PER_CPU``, within the two bounds."""
+    return max(min_span, min(MAX_SPAN_BYTES, -(-total // max(1, cpus * SPANS_PER_CPU))))
 
 
 def plan_spans(files: list[tuple[str, str]], cpus: int, compressed: set[str] | None = None,
@@ -26,7 +34,7 @@ def plan_spans(files: list[tuple[str, str]], cpus: int, compressed: set[str] | N
     as (id path, absolute path), in file order: large uncompressed files cut into spans."""
     min_span = MIN_SPAN_BYTES if min_span is None else min_span
     sizes = {a: os.path.getsize(a) for _, a in files}
-    target = max(min_span, -(-sum(sizes.values()) // max(1, cpus * SPANS_PER_CPU)))
+    target = span_target(sum(sizes.values()), cpus, min_span)
     items: list[dict[str, Any]] = []
     for path, abs_path in files:
         size = sizes[abs_path]
@@ -100,13 +108,13 @@ def span_lines(f, start: int, end: int | None, newlines_before: int) -> Iterator
 
 def parquet_spans(files: list[tuple[str, str]], cpus: int, min_span: int | None = None) -> list[dict[str, Any]]:
     """Items ``{path, abs_path, row_groups, first_row}`` for Parquet files: a large file's row groups
-    shared out over spans of about ``total bytes / (CPUs x SPANS_PER_CPU)`` (``row_groups`` None: the
+    shared out over spans of about ``span_target`` bytes (``row_groups`` None: the
     whole file).  ``first_row`` keeps ``{path}:{row}`` ids what they are when the file is read whole."""
     import pyarrow.parquet as pq
 
     min_span = MIN_SPAN_BYTES if min_span is None else min_span
     sizes = {a: os.path.getsize(a) for _, a in files}
-    target = max(min_span, -(-sum(sizes.values()) // max(1, cpus * SPANS_PER_CPU)))
+    target = span_target(sum(sizes.values()), cpus, min_span)
     items: list[dict[str, Any]] = []
     for path, abs_path in files:
         whole = {"path": path, "abs_path": abs_path, "row_groups": None, "first_row": 0}

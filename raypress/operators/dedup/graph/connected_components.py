@@ -1,10 +1,8 @@
 """Connected components of a graph too big for one machine: alternating Large-Star / Small-Star.
 
 Algorithm (Kiveris et al., "Connected Components in MapReduce and Beyond", SoCC 2014).  The graph
-is a table of directed rows ``(node, nbr)``, every undirected edge present both ways, each row
-carrying the block number of both ends (``node_blk``, ``nbr_blk``: where the document lives, so
-that its label can later go straight back to its block).  Rows are partitioned by a hash of
-``node``, so a partition holds whole neighbourhoods.  With ``m(v)`` the smallest of ``v`` and its
+is a table of directed rows ``(node, nbr)``, every undirected edge present both ways.  Rows are
+partitioned by a hash of ``node``, so a partition holds whole neighbourhoods.  With ``m(v)`` the smallest of ``v`` and its
 neighbours:
 
 - Large-Star: each ``v`` re-links every *larger* neighbour ``u`` to ``m(v)``;
@@ -18,7 +16,7 @@ neighbour, and none has two smaller ones: that is the stopping test, one integer
 label of a node is then its star's centre: the smallest id of its component.
 
 Cost: each round is two shuffles of the edge table; bytes in flight per undirected edge are two
-rows of two ids and two int32 block numbers.  A task holds one partition (edges / n).  The
+rows of two ids.  A task holds one partition (edges / n).  The
 result does not depend on the partition count: the final star forest is a function of the
 components only.
 """
@@ -31,29 +29,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raypress.operators.dedup.shuffle.tasks import concat, route_by_hash, route_by_value, run_step, total
+from raypress.operators.dedup.shuffle.tasks import concat, route_by_hash, run_step, total
 
 if TYPE_CHECKING:  # pragma: no cover
     from ray import ObjectRef
 
-NODE, NODE_BLK, NBR, NBR_BLK = "node", "node_blk", "nbr", "nbr_blk"
+NODE, NBR = "node", "nbr"
 LABEL = "label"
 MAX_ROUNDS = 200  # O(log^2 n) rounds; this many means a bug, not a big graph
 
 
-def edges_table(a: pa.Array, a_blk: pa.Array, b: pa.Array, b_blk: pa.Array) -> pa.Table:
+def edges_table(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> pa.Table:
     """Undirected edges ``a -- b`` as directed rows both ways (self loops dropped)."""
-    blk_a, blk_b = _int32(a_blk), _int32(b_blk)
-    fwd = pa.table({NODE: a, NODE_BLK: blk_a, NBR: b, NBR_BLK: blk_b})
-    back = pa.table({NODE: b, NODE_BLK: blk_b, NBR: a, NBR_BLK: blk_a})
+    fwd = pa.table({NODE: a, NBR: b})
+    back = pa.table({NODE: b, NBR: a})
     both = pa.concat_tables([fwd, back], promote_options="permissive")
     return both.filter(pc.not_equal(both.column(NODE), both.column(NBR)))
-
-
-def _int32(values) -> pa.Array | pa.ChunkedArray:
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values.cast(pa.int32())
-    return pa.array(values, pa.int32())
 
 
 def normalize(table: pa.Table) -> pa.Table:
@@ -83,23 +74,20 @@ def _groups(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return first, head
 
 
-def _centres(table: pa.Table, head: np.ndarray) -> tuple[pa.ChunkedArray, pa.ChunkedArray, np.ndarray]:
+def _centres(table: pa.Table, head: np.ndarray) -> tuple[pa.ChunkedArray, np.ndarray]:
     """Per row: ``m`` = the smaller of its node and the node's smallest neighbour (the group's
-    first row, the table being sorted), m's block, and whether m is a neighbour (not the node)."""
-    idx = pa.array(head)
-    min_nbr, min_blk = table.column(NBR).take(idx), table.column(NBR_BLK).take(idx)
+    first row, the table being sorted), and whether m is a neighbour (not the node)."""
+    min_nbr = table.column(NBR).take(pa.array(head))
     has_smaller = pc.less(min_nbr, table.column(NODE))
     m = pc.if_else(has_smaller, min_nbr, table.column(NODE))
-    m_blk = pc.if_else(has_smaller, min_blk, table.column(NODE_BLK))
-    return m, m_blk, has_smaller.to_numpy(zero_copy_only=False)
+    return m, has_smaller.to_numpy(zero_copy_only=False)
 
 
-def _relink(table: pa.Table, rows: np.ndarray, ends: Sequence[tuple[str, str]], m, m_blk) -> pa.Table:
-    """Edges ``end -- m`` for the selected rows, for each (column, block column) in ``ends``."""
+def _relink(table: pa.Table, rows: np.ndarray, ends: Sequence[str], m) -> pa.Table:
+    """Edges ``end -- m`` for the selected rows, for each column in ``ends``."""
     sel = pa.array(rows)
-    m, m_blk = pc.filter(m, sel), pc.filter(m_blk, sel)
-    parts = [edges_table(pc.filter(table.column(c), sel), pc.filter(table.column(b), sel), m, m_blk)
-             for c, b in ends]
+    m = pc.filter(m, sel)
+    parts = [edges_table(pc.filter(table.column(c), sel), m) for c in ends]
     return concat(parts) if parts else table.slice(0, 0)
 
 
@@ -109,9 +97,9 @@ def large_star(table: pa.Table) -> tuple[pa.Table, int]:
     if table.num_rows == 0:
         return table, 0
     _, head = _groups(table)
-    m, m_blk, has_smaller = _centres(table, head)
+    m, has_smaller = _centres(table, head)
     larger = pc.greater(table.column(NBR), table.column(NODE)).to_numpy(zero_copy_only=False)
-    out = _relink(table, larger, [(NBR, NBR_BLK)], m, m_blk)
+    out = _relink(table, larger, [NBR], m)
     return out, int(np.count_nonzero(larger & has_smaller))
 
 
@@ -122,18 +110,18 @@ def small_star(table: pa.Table) -> tuple[pa.Table, int]:
     if table.num_rows == 0:
         return table, 0
     first, head = _groups(table)
-    m, m_blk, _ = _centres(table, head)
+    m, _ = _centres(table, head)
     smaller = pc.less(table.column(NBR), table.column(NODE)).to_numpy(zero_copy_only=False)
-    out = _relink(table, smaller, [(NBR, NBR_BLK), (NODE, NODE_BLK)], m, m_blk)
+    out = _relink(table, smaller, [NBR, NODE], m)
     return out, int(np.count_nonzero(smaller & ~first))
 
 
 def labels(table: pa.Table) -> pa.Table:
-    """From a star forest: ``(node, node_blk, label)`` for every node that is not its star's centre."""
+    """From a star forest: ``(node, label)`` for every node that is not its star's centre."""
     table = normalize(table)
     leaf = pc.less(table.column(NBR), table.column(NODE))
     out = table.filter(leaf)
-    return pa.table({NODE: out.column(NODE), NODE_BLK: out.column(NODE_BLK), LABEL: out.column(NBR)})
+    return pa.table({NODE: out.column(NODE), LABEL: out.column(NBR)})
 
 
 # -- the per-partition steps the distributed driver runs (and the unit tests run in-process) -------
@@ -148,24 +136,24 @@ def small_star_step(tables: list[pa.Table], n: int) -> tuple[list[pa.Table], int
     return route_by_hash(out, NODE, n), changed
 
 
-def labels_step(tables: list[pa.Table], groups: int) -> tuple[list[pa.Table], int]:
-    """Labels routed to block groups (``node_blk % groups``), for the join back to the rows."""
+def labels_step(tables: list[pa.Table]) -> tuple[list[pa.Table], int]:
     out = labels(concat(tables))
-    return route_by_value(out, NODE_BLK, groups), out.num_rows
+    return [out], out.num_rows
 
 
 def connected_components(
-    parts: list[list["ObjectRef"]], n: int, groups: int, run: Callable = run_step, collect: Callable = total
-) -> tuple[list[list["ObjectRef"]], int, int]:
+    parts: list[list["ObjectRef"]], n: int, run: Callable = run_step, collect: Callable = total
+) -> tuple[list["ObjectRef"], int, int]:
     """``parts[p]`` are the edge pieces routed to partition p by ``node`` (refs for Ray tasks; tables
     with ``run=local_step, collect=sum``, which runs the same steps in this process).
 
-    Returns the label pieces per block group (``groups`` lists), the rounds run and the number of
-    labelled (non-centre) nodes.  Only refs and one integer per task reach the driver."""
+    Returns the label pieces (one per partition: ``(node, label)`` of every non-centre node), the
+    rounds run and the number of labelled nodes.  Only refs and one integer per task reach the
+    driver."""
     for rounds in range(1, MAX_ROUNDS + 1):
         parts, c1 = run(large_star_step, parts, n, n=n)
         parts, c2 = run(small_star_step, parts, n, n=n)
         if collect(c1) + collect(c2) == 0:
-            out, counts = run(labels_step, parts, groups, groups=groups)
-            return out, rounds, collect(counts)
+            out, counts = run(labels_step, parts, 1)
+            return out[0], rounds, collect(counts)
     raise RuntimeError(f"connected components did not converge in {MAX_ROUNDS} rounds")

@@ -1,48 +1,58 @@
 """MinHash-LSH near-dedup of a whole Dataset: the params and the driver both MinHash ops share.
 
 The driver never sees rows, signatures or edges, only object references and one integer per
-task:
+task, and the object store never holds the input (materialized on disk by the runner, as every
+global op's input is) nor its text:
 
-1. the input's blocks (``Dataset.to_arrow_refs``: materialized once in the object store, which
-   spills to disk) are numbered; ``band_step`` runs once per block;
-2. band keys are shuffled to ``n`` partitions; each partition turns its buckets into star edges
-   (or, with ``verify``, into verified edges: see ``minhash.lsh``);
+1. a key pass streamed over the input (``sources.DatasetBlocks.map_blocks``) turns each batch into
+   band rows ``(band_key, id)``; each output block is routed by band key to ``n`` partitions as
+   soon as Ray Data produces it;
+2. each partition turns its buckets into star edges (or, with ``verify``, into verified edges,
+   after a second streamed pass attaches the candidates' shingles: see ``minhash.lsh``);
 3. ``graph.connected_components`` labels every node of a component with its smallest id;
-4. the labels go back to the blocks their documents came from (each row carried its block number
-   along), and ``mark_step`` turns every labelled row of a block into a DUPLICATE tombstone.  The
-   rows themselves never leave their block: no shuffle of the texts.
+4. a mark pass streamed over the input (``MarkNearDuplicates``) turns every labelled row into a
+   DUPLICATE tombstone: each worker fetches the labels (one row per duplicate) and indexes them
+   by id once.  The rows never leave their blocks: no shuffle of the texts.
 
-Bytes in flight per live document: ``num_bands`` band rows of (8-byte key, id, 4-byte block);
-per candidate (a document sharing a bucket), O(num_bands) edges of two ids and two block
-numbers, which the components never grow; per duplicate, one label row.  A task holds one block
-or one partition.  The output is the same for any block, partition or worker count: every stage
-is a function of whole buckets or of the component structure, and ties go to the smallest id.
+Bytes in the object store per live document: ``num_bands`` band rows of (8-byte key, id); per
+candidate (a document sharing a bucket), O(num_bands) edges of two ids, which the components
+never grow; per duplicate, one label row.  A task holds one block or one partition.  The output
+is the same for any block, partition or worker count: every stage is a function of whole buckets
+or of the component structure, and ties go to the smallest id.  Rows are marked by id, so ids
+must be unique among live rows (readers make them so); one id twice in a band bucket stops the
+run with that id named.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence, TypeVar
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from raypress.operators.base import Deduplicator, RunContext, json_detail
-from raypress.operators.dedup.graph.connected_components import LABEL, NODE, NODE_BLK, connected_components
+from raypress.operators.dedup.graph.connected_components import LABEL, NODE, connected_components
 from raypress.operators.dedup.minhash.bands import optimal_param
 from raypress.operators.dedup.minhash.lsh import (
+    KEY,
+    AttachShingles,
     LSHConfig,
     bad_texts,
-    band_step,
+    band_rows,
+    live_rows,
     bucket_step,
     members_step,
-    shingles_step,
     verify_step,
 )
 from raypress.operators.dedup.minhash.shingles import ShingleParams
-from raypress.operators.dedup.shuffle.tasks import concat, run_step, total
+from raypress.operators.dedup.shuffle.id_index import IdIndex, cached_index, new_token
+from raypress.operators.dedup.shuffle.sources import DatasetBlocks, LocalBlocks
+from raypress.operators.dedup.shuffle.tasks import route_step, run_step, total
 from raypress.schema import (
     DETAIL_COL,
     ID_COL,
@@ -130,81 +140,98 @@ class MinhashDeduplicator(Deduplicator[MP]):
                          threshold=p.jaccard_threshold, chunk_rows=self.chunk_rows())
 
     def apply(self, ds: "ray.data.Dataset", ctx: RunContext) -> "ray.data.Dataset":
-        import ray.data
-
         p = self.params
-        ctx, blocks = text_blocks(self.name, ds, ctx, p.text_key)
-        if not blocks:
+        ctx = checked_input(self.name, ds, ctx, p.text_key)
+        if ctx.input_rows == 0:  # nothing reached this node (e.g. all filtered upstream): nothing to do
             return ds
-        marked, stats = near_duplicates(blocks, self.config(ctx), self.partitions(ctx), p.verify, ctx.node_id)
-        ctx.event("minhash_dedup", **stats)
-        return ray.data.from_arrow_refs(marked)
+        cfg = self.config(ctx)
+        with shuffle_folder(ctx, ctx.input_rows * cfg.num_bands) as folder:
+            marked, stats = near_duplicates(DatasetBlocks(ds), cfg, self.partitions(ctx), p.verify, ctx.node_id,
+                                            folder=folder)
+        ctx.event("minhash_dedup", **stats, rows_in_files=folder is not None)
+        return marked
 
 
-def text_blocks(op: str, ds: "ray.data.Dataset", ctx: RunContext, text_key: str) -> tuple[RunContext, list[Any]]:
-    """The input's blocks as refs (none when no row reached the node) and ``ctx`` with its input rows
-    counted, after checking the text column is there: the first step of every near-dedup op."""
+# Above this many shuffled rows (about 48 bytes each), the key shuffle's pieces go to files.
+ROWS_IN_OBJECT_STORE = 2_000_000
+
+
+@contextlib.contextmanager
+def shuffle_folder(ctx: RunContext, rows: int) -> Iterator[str | None]:
+    """Where a near-dedup op's key shuffle keeps its pieces: None (the object store) for up to
+    ``ROWS_IN_OBJECT_STORE`` rows, else a folder of the run (see ``shuffle.files``), removed
+    afterwards, so peak memory does not grow with the input."""
+    if rows <= ROWS_IN_OBJECT_STORE:
+        yield None
+        return
+    folder = Path(ctx.run_dir) / "scratch" / f"{ctx.node_id}-{new_token()}"
+    try:
+        yield str(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def checked_input(op: str, ds: "ray.data.Dataset", ctx: RunContext, text_key: str) -> RunContext:
+    """``ctx`` with its input rows counted, after checking the text column is there: the first
+    step of every near-dedup op."""
     if ctx.input_rows is None:  # called outside a run: size the default shuffle by the input
         ctx = dataclasses.replace(ctx, input_rows=ds.count())
-    if ctx.input_rows == 0:  # nothing reached this node (e.g. all filtered upstream): nothing to do
-        return ctx, []
+    if ctx.input_rows == 0:
+        return ctx
     schema = ds.schema()
     columns = list(schema.names) if schema is not None else []
     if columns and text_key not in columns:
         raise ValueError(f"{op}: the input has no column {text_key!r} (columns: {', '.join(columns)}); "
                          "name the text column with `text_key`")
-    return ctx, ds.to_arrow_refs()
+    return ctx
+
+
+Source = DatasetBlocks | LocalBlocks
 
 
 def near_duplicates(
-    blocks: Sequence[Any], cfg: LSHConfig, n: int, verify: bool, node: str,
-    run: Callable = run_step, collect: Callable = total,
-) -> tuple[list[Any], dict[str, int]]:
-    """The input blocks (refs; or tables with ``run=local_step, collect=sum``) with their near
-    duplicates marked, in the same order, and what it took: counts and rounds."""
-    n_blocks = len(blocks)
-    groups = min(n_blocks, n)
-    numbered = [{"blk": i} for i in range(n_blocks)]
-    bands, docs = run(band_step, [[b] for b in blocks], n, per_task=numbered, cfg=cfg, n=n,
-                      num_gpus=1 if cfg.device != "cpu" else 0)
+    source: Source, cfg: LSHConfig, n: int, verify: bool, node: str,
+    run: Callable = run_step, collect: Callable = total, folder: str | None = None,
+) -> tuple[Any, dict[str, int]]:
+    """The input (a Dataset's blocks; or tables with ``run=local_step, collect=sum``) with its near
+    duplicates marked (a lazy Dataset; or the tables), in the same order, and what it took.  With a
+    ``folder``, the band rows (and with ``verify`` the candidates' shingles) travel through files
+    there; the caller removes it once this returns."""
+    gpus = 1 if cfg.device != "cpu" else 0  # signatures by the Triton kernel, one GPU per task
+    keys = source.map_blocks(band_rows, num_gpus=gpus, cfg=cfg)
+    bands, docs = run(route_step, ([b] for b in keys), n, key=KEY, n=n, folder=folder)
     if verify:
-        members, _ = run(members_step, bands, groups, groups=groups)
-        inputs = [[b, *members[i % groups]] for i, b in enumerate(blocks)]
-        shingled, _ = run(shingles_step, inputs, n, per_task=numbered, cfg=cfg, n=n)
+        members, _ = run(members_step, bands, 1, op=cfg.op)
+        attach = AttachShingles(members[0], cfg)
+        shingled, _ = run(route_step, ([b] for b in source.map_blocks(attach)), n, key=KEY, n=n, folder=folder)
         edges, found = run(verify_step, shingled, n, threshold=cfg.threshold, n=n)
     else:
-        edges, found = run(bucket_step, bands, n, n=n)
-    labels, rounds, labelled = connected_components(edges, n, groups, run=run, collect=collect)
-    inputs = [[b, *labels[i % groups]] for i, b in enumerate(blocks)]
-    marked, dups = run(mark_step, inputs, 1, per_task=numbered, text_key=cfg.text_key, node=node, op=cfg.op)
-    stats = dict(blocks=n_blocks, partitions=n, bands=cfg.num_bands, rows_per_band=cfg.rows_per_band,
-                 documents=collect(docs), candidate_edges=collect(found), rounds=rounds, duplicates=collect(dups))
-    if stats["duplicates"] != labelled:
-        raise RuntimeError(f"{cfg.op}: {labelled} documents labelled as duplicates but {stats['duplicates']} rows "
-                           "marked: are the ids unique?")
-    return marked[0], stats
+        edges, found = run(bucket_step, bands, n, n=n, op=cfg.op)
+    labels, rounds, labelled = connected_components(edges, n, run=run, collect=collect)
+    stats = dict(partitions=n, bands=cfg.num_bands, rows_per_band=cfg.rows_per_band,
+                 documents=collect(docs) // max(cfg.num_bands, 1), candidate_edges=collect(found), rounds=rounds,
+                 duplicates=labelled)
+    return source.mark(MarkNearDuplicates(labels, cfg.text_key, node, cfg.op)), stats
 
 
 def mark_block(
-    block: pa.Table, blk: int, labels: pa.Table, text_key: str, node: str, op: str, detail_key: str = DETAIL_KEY
-) -> tuple[pa.Table, int]:
+    block: pa.Table, labels: IdIndex, text_key: str, node: str, op: str, detail_key: str = DETAIL_KEY
+) -> pa.Table:
     """The block with its labelled rows as DUPLICATE tombstones (reason: the kept id, detail
     ``{detail_key: kept id}``) and its live rows without a string text as ERROR tombstones; row order
-    and other rows unchanged.  Also returns the number of duplicates marked.  Shared by the MinHash
-    and SimHash ops (each labels components its own way)."""
+    and other rows unchanged.  Shared by the MinHash and SimHash ops (each labels components its
+    own way)."""
     table = ensure_tombstone_columns(block)
     bad, kinds, messages = bad_texts(table, text_key, op)
-    ids = table.column(ID_COL)
-    labels = labels.filter(pc.equal(labels.column(NODE_BLK), blk)) if labels.num_rows else labels
     dup_rows = np.zeros(0, dtype=np.int64)
     kept: list = []
-    if labels.num_rows:
-        where = pc.index_in(ids, value_set=labels.column(NODE).cast(ids.type).combine_chunks())
-        hit = where.is_valid().to_numpy(zero_copy_only=False)
-        dup_rows = np.flatnonzero(hit)  # labelled rows are live documents with a text, never `bad`
-        kept = labels.column(LABEL).take(pc.take(where, pa.array(dup_rows))).to_pylist()
+    if len(labels) and table.num_rows:
+        dup_rows, positions = labels.lookup(table.column(ID_COL))
+        live = live_rows(table)[dup_rows]  # a label names a live document; a tombstone keeps its own
+        dup_rows, positions = dup_rows[live], positions[live]
+        kept = labels.table.column(LABEL).take(pa.array(positions, pa.int64())).to_pylist()
     if len(dup_rows) == 0 and len(bad) == 0:
-        return table, 0
+        return table
     cols = {c: table.column(c).to_pylist() for c in (NODE_COL, KIND_COL, REASON_COL, DETAIL_COL)}
     for i, label in zip(dup_rows.tolist(), kept):
         cols[NODE_COL][i], cols[KIND_COL][i] = node, TombstoneKind.DUPLICATE.value
@@ -214,12 +241,19 @@ def mark_block(
         cols[REASON_COL][i], cols[DETAIL_COL][i] = kind, message
     for name, values in cols.items():
         table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
-    return table, len(dup_rows)
+    return table
 
 
-def mark_step(tables: list[pa.Table], blk: int, text_key: str, node: str, op: str,
-              detail_key: str = DETAIL_KEY) -> tuple[list[pa.Table], int]:
-    """``tables[0]`` is the block, the rest the label pieces of its block group."""
-    labels = concat(tables[1:]) if len(tables) > 1 else pa.table({NODE: [], NODE_BLK: [], LABEL: []})
-    out, marked = mark_block(tables[0], blk, labels, text_key, node, op, detail_key)
-    return [out], marked
+class MarkNearDuplicates:
+    """The mark pass over the input (``map_batches``): labelled rows become DUPLICATE tombstones,
+    live rows without a string text ERROR tombstones.  ``labels`` (refs or tables of ``(node,
+    label)``) are indexed by id once per worker process."""
+
+    def __init__(self, labels: list, text_key: str, node: str, op: str, detail_key: str = DETAIL_KEY):
+        self.labels = list(labels)
+        self.text_key, self.node, self.op, self.detail_key = text_key, node, op, detail_key
+        self.token = new_token()
+
+    def __call__(self, block: pa.Table) -> pa.Table:
+        index = cached_index(self.token, self.labels, key=NODE)
+        return mark_block(block, index, self.text_key, self.node, self.op, self.detail_key)

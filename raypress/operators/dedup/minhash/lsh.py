@@ -3,16 +3,18 @@
 Each function takes and returns Arrow tables, so the distributed driver (``minhash.deduplicator``) and
 the unit tests run the very same code.  The flow:
 
-1. ``band_step`` (per input block): documents -> shingle hashes -> signatures -> one row
-   ``(band_key, id, blk)`` per live document and band, routed by ``band_key``.  A document with
-   no shingles (empty) gets no rows: it is never anyone's near duplicate.
+1. ``band_rows`` (per input batch, streamed over the input): documents -> shingle hashes ->
+   signatures -> one row ``(band_key, id)`` per live document and band; ``tasks.route_step``
+   routes them by ``band_key``.  A document with no shingles (empty) gets no rows: it is never
+   anyone's near duplicate.
 2. ``bucket_step`` (per partition: whole buckets, as a key's rows all land in one partition):
    each bucket of k members becomes k-1 edges from every member to the bucket's smallest id
    (a star: O(k) edges, never the k^2 pairs), routed by node for the connected components.
 3. With ``verify``, instead of 2: ``members_step`` keeps the buckets of two or more members
-   (a partition's buckets with identical member sets once) and sends each membership to its
-   document's block; ``shingles_step`` re-reads each block and attaches the shingle hashes of the
-   member documents only; ``verify_step`` checks pairs in each bucket by exact Jaccard.
+   (a partition's buckets with identical member sets once); ``AttachShingles``, a second pass
+   streamed over the input, attaches the shingle hashes of the member documents only (each
+   worker indexes the memberships by id once); ``verify_step`` checks pairs in each bucket by
+   exact Jaccard.
 
 Verification, and why it is not "every member against the smallest id": that would drop a pair
 x ~ y whose bucket minimum matches neither, so a true near-duplicate pair would be lost
@@ -42,10 +44,11 @@ from raypress.kernels.minhash import minhash_signatures, minhash_signatures_on
 from raypress.operators.dedup.graph.connected_components import NODE, edges_table, normalize
 from raypress.operators.dedup.minhash.bands import band_keys, permutations
 from raypress.operators.dedup.minhash.shingles import jaccard, shingle_hashes
-from raypress.operators.dedup.shuffle.tasks import concat, route_by_hash, route_by_value
+from raypress.operators.dedup.shuffle.id_index import IdIndex, cached_index, new_token
+from raypress.operators.dedup.shuffle.tasks import concat, route_by_hash
 from raypress.schema import ID_COL, alive_mask
 
-KEY, BLK, SHINGLES = "band_key", "blk", "shingles"
+KEY, SHINGLES = "band_key", "shingles"
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,7 @@ def bad_texts(table: pa.Table, text_key: str, op: str) -> tuple[np.ndarray, list
 
 
 def _empty_bands(id_type: pa.DataType) -> pa.Table:
-    return pa.table({KEY: pa.array([], pa.uint64()), ID_COL: pa.array([], id_type), BLK: pa.array([], pa.int32())})
+    return pa.table({KEY: pa.array([], pa.uint64()), ID_COL: pa.array([], id_type)})
 
 
 def signatures_on(device: str, hashes: np.ndarray, offsets: np.ndarray, perm_a: np.ndarray,
@@ -158,8 +161,8 @@ def signatures_on(device: str, hashes: np.ndarray, offsets: np.ndarray, perm_a: 
     return minhash_signatures_on(device, hashes, offsets, perm_a, perm_b)
 
 
-def band_rows(table: pa.Table, blk: int, cfg: LSHConfig) -> pa.Table:
-    """``(band_key, id, blk)``: ``num_bands`` rows per live document that has shingles."""
+def band_rows(table: pa.Table, cfg: LSHConfig) -> pa.Table:
+    """``(band_key, id)``: ``num_bands`` rows per live document that has shingles."""
     rows, texts = good_texts(table, cfg.text_key, cfg.op)
     ids = table.column(ID_COL)
     if len(rows) == 0:
@@ -177,38 +180,46 @@ def band_rows(table: pa.Table, blk: int, cfg: LSHConfig) -> pa.Table:
         which.append(np.repeat(rows[lo: lo + cfg.chunk_rows][has], cfg.num_bands))
     if not keys:
         return _empty_bands(ids.type)
-    which_all = np.concatenate(which)
     return pa.table({
         KEY: pa.array(np.concatenate(keys), pa.uint64()),
-        ID_COL: ids.take(pa.array(which_all)),
-        BLK: pa.array(np.full(len(which_all), blk, dtype=np.int32)),
+        ID_COL: ids.take(pa.array(np.concatenate(which))),
     })
 
 
-def _buckets(table: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """Sorted by (band_key, id); per row: is it its bucket's first (smallest id), and that row."""
+def _buckets(table: pa.Table, op: str = "near-dedup") -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """Sorted by (band_key, id); per row: is it its bucket's first (smallest id), and that row.
+
+    One id twice in a bucket means two live rows share an id (a document read twice under one
+    name): the op marks rows by id, so it stops with the id named instead of marking both."""
     table = table.sort_by([(KEY, "ascending"), (ID_COL, "ascending")])
     n = table.num_rows
     keys = table.column(KEY).to_numpy()
     first = np.ones(n, dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
+    if n > 1:
+        ids = table.column(ID_COL)
+        same = pc.equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy(zero_copy_only=False) & ~first[1:]
+        if same.any():
+            twice = ids[int(np.flatnonzero(same)[0]) + 1].as_py()
+            raise ValueError(f"{op}: two live rows have the id {twice!r}; near-dedup needs unique ids "
+                             "(give each row its own id, or run an exact dedup first)")
     head = np.maximum.accumulate(np.where(first, np.arange(n), 0))
     return table, first, head
 
 
-def bucket_edges(table: pa.Table) -> pa.Table:
+def bucket_edges(table: pa.Table, op: str = "near-dedup") -> pa.Table:
     """Every non-smallest member of a bucket -- the bucket's smallest id (both ways, normalized)."""
-    table, first, head = _buckets(table)
+    table, first, head = _buckets(table, op)
     rows = pa.array(np.flatnonzero(~first))
     heads = pa.array(head[~first])
-    ids, blks = table.column(ID_COL), table.column(BLK)
-    return normalize(edges_table(ids.take(rows), blks.take(rows), ids.take(heads), blks.take(heads)))
+    ids = table.column(ID_COL)
+    return normalize(edges_table(ids.take(rows), ids.take(heads)))
 
 
-def bucket_members(table: pa.Table) -> pa.Table:
+def bucket_members(table: pa.Table, op: str = "near-dedup") -> pa.Table:
     """The rows of buckets with two or more members; of buckets with the same member set (a pair
     of near duplicates shares many bands) only the first by key."""
-    table, first, head = _buckets(table)
+    table, first, head = _buckets(table, op)
     n = table.num_rows
     size = np.bincount(head, minlength=n)[head] if n else np.zeros(0, dtype=np.int64)
     multi = np.flatnonzero(size >= 2)
@@ -226,21 +237,33 @@ def bucket_members(table: pa.Table) -> pa.Table:
     return table.take(pa.array(multi[keep]))
 
 
-def member_shingles(block: pa.Table, blk: int, members: pa.Table, cfg: LSHConfig) -> pa.Table:
-    """Memberships of this block's documents, each with its document's shingle hashes."""
-    ids = block.column(ID_COL)
-    members = members.filter(pc.equal(members.column(BLK), blk))
-    members = members.set_column(members.schema.get_field_index(ID_COL), ID_COL,
-                                 members.column(ID_COL).cast(ids.type))
-    if members.num_rows == 0:
-        return members.append_column(SHINGLES, pa.array([], pa.large_list(pa.uint32())))
-    rows = pa.array(np.flatnonzero(
-        pc.is_in(ids, value_set=pc.unique(members.column(ID_COL))).to_numpy(zero_copy_only=False)))
-    texts = texts_at(block, cfg.text_key, rows)
+def member_shingles(block: pa.Table, members: pa.Table | IdIndex, cfg: LSHConfig) -> pa.Table:
+    """Memberships ``(band_key, id)`` of this block's documents, each with its document's shingle
+    hashes (``members``: all memberships, or their index by id)."""
+    index = members if isinstance(members, IdIndex) else IdIndex(members)
+    rows, positions = index.lookup(block.column(ID_COL)) if block.num_rows else (np.zeros(0, np.int64),) * 2
+    found = index.table.take(pa.array(positions, pa.int64())).select([KEY, ID_COL])
+    found = found.set_column(1, ID_COL, found.column(ID_COL).cast(block.column(ID_COL).type))
+    if len(rows) == 0:  # none of this block's documents is a candidate (or it has no live text)
+        return found.append_column(SHINGLES, pa.array([], pa.large_list(pa.uint32())))
+    docs, at = np.unique(rows, return_inverse=True)
+    texts = texts_at(block, cfg.text_key, pa.array(docs, pa.int64()))
     hashes, offsets = shingle_hashes(texts, cfg.tokenization, cfg.window_size, cfg.lowercase, cfg.ignore_pattern)
     sets = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(hashes, pa.uint32()))
-    where = pc.index_in(members.column(ID_COL), value_set=ids.take(rows).combine_chunks())
-    return members.append_column(SHINGLES, sets.take(where))
+    return found.append_column(SHINGLES, sets.take(pa.array(at, pa.int64())))
+
+
+class AttachShingles:
+    """The verify pass over the input: each batch -> the memberships of its documents with their
+    shingle hashes.  ``members`` (refs or tables) are indexed by id once per worker process."""
+
+    def __init__(self, members: list, cfg: LSHConfig):
+        self.members = list(members)
+        self.cfg = cfg
+        self.token = new_token()
+
+    def __call__(self, block: pa.Table) -> pa.Table:
+        return member_shingles(block, cached_index(self.token, self.members), self.cfg)
 
 
 def verified_edges(table: pa.Table, threshold: float) -> pa.Table:
@@ -263,35 +286,23 @@ def verified_edges(table: pa.Table, threshold: float) -> pa.Table:
                 right.extend(matched)
             else:
                 leaders.append(x)
-    ids, blks = table.column(ID_COL), table.column(BLK)
+    ids = table.column(ID_COL)
     a, b = pa.array(left, pa.int64()), pa.array(right, pa.int64())
-    return normalize(edges_table(ids.take(a), blks.take(a), ids.take(b), blks.take(b)))
+    return normalize(edges_table(ids.take(a), ids.take(b)))
 
 
-# -- steps (see task_shuffle.run_step): tables in -> routed tables out, plus one integer -----------
+# -- steps (see shuffle.tasks.run_step): tables in -> routed tables out, plus one integer ---------
 
-def band_step(tables: list[pa.Table], blk: int, cfg: LSHConfig, n: int) -> tuple[list[pa.Table], int]:
-    rows = band_rows(concat(tables), blk, cfg)
-    return route_by_value(rows, KEY, n), rows.num_rows // max(cfg.num_bands, 1)
-
-
-def bucket_step(tables: list[pa.Table], n: int) -> tuple[list[pa.Table], int]:
-    edges = bucket_edges(concat(tables))
+def bucket_step(tables: list[pa.Table], n: int, op: str = "near-dedup") -> tuple[list[pa.Table], int]:
+    edges = bucket_edges(concat(tables), op)
     return route_by_hash(edges, NODE, n), edges.num_rows // 2
 
 
-def members_step(tables: list[pa.Table], groups: int) -> tuple[list[pa.Table], int]:
-    members = bucket_members(concat(tables))
-    return route_by_value(members, BLK, groups), members.num_rows
-
-
-def shingles_step(tables: list[pa.Table], blk: int, cfg: LSHConfig, n: int) -> tuple[list[pa.Table], int]:
-    """``tables[0]`` is the block, the rest the membership pieces of its block group."""
-    rows = member_shingles(tables[0], blk, concat(tables[1:]), cfg)
-    return route_by_value(rows, KEY, n), rows.num_rows
+def members_step(tables: list[pa.Table], op: str = "near-dedup") -> tuple[list[pa.Table], int]:
+    members = bucket_members(concat(tables), op)
+    return [members], members.num_rows
 
 
 def verify_step(tables: list[pa.Table], threshold: float, n: int) -> tuple[list[pa.Table], int]:
     edges = verified_edges(concat(tables), threshold)
     return route_by_hash(edges, NODE, n), edges.num_rows // 2
-

@@ -18,12 +18,14 @@ per process, so it cannot route).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+import itertools
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from raypress.operators.dedup.hashing import GOLDEN, fmix64
+from raypress.operators.dedup.shuffle.files import is_file_piece, read_piece, to_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from ray import ObjectRef
@@ -96,7 +98,8 @@ def route_by_value(table: pa.Table, column: str, n: int) -> list[pa.Table]:
 
 
 def concat(tables: Sequence[pa.Table]) -> pa.Table:
-    tables = [t for t in tables if t is not None]
+    """One table of ``tables`` (file pieces read back: see ``shuffle.files``)."""
+    tables = [read_piece(t) if is_file_piece(t) else t for t in tables if t is not None]
     nonempty = [t for t in tables if t.num_rows] or tables[:1]
     if len(nonempty) == 1:
         return nonempty[0]
@@ -117,36 +120,65 @@ def _remote_step():
     return ray.remote(_step_task)
 
 
+def route_step(tables: list[pa.Table], key: str, n: int, folder: str | None = None) -> tuple[list[pa.Table], int]:
+    """The first step of a shuffle: rows routed by an integer ``key`` column (each piece written to
+    a file in ``folder`` when given); counts the rows."""
+    table = concat(tables)
+    parts = route_by_value(table, key, n)
+    if folder is not None:
+        parts = [to_file(p, folder) for p in parts]
+    return parts, table.num_rows
+
+
+def in_flight(cpus: float) -> int:
+    """Unfinished tasks a streamed step may have: enough to keep every CPU busy, twice over."""
+    return 2 * max(1, int(cpus)) + 2
+
+
 def run_step(
     fn: StepFn,
-    inputs: Sequence[Sequence["ObjectRef | pa.Table"]],
+    inputs: Iterable[Sequence["ObjectRef | pa.Table"]],
     n_out: int,
     per_task: Sequence[dict[str, Any]] | None = None,
     num_gpus: float = 0,
     **kwargs: Any,
 ) -> tuple[list[list["ObjectRef"]], list["ObjectRef"]]:
     """One task per entry of ``inputs`` (each a list of table refs), calling ``fn(tables, **kwargs)``
-    (plus ``per_task[t]`` for task t); each task asks Ray for ``num_gpus``.
+    (plus ``per_task[t]`` for task t); each task asks Ray for ``num_gpus``.  An iterator's entries
+    start their tasks as they come, at most ``in_flight`` unfinished at once: the iterator (a
+    streamed pass, see ``sources``) is not drawn further until one finishes, so its outputs wait in
+    the object store only that long.
 
     Returns ``(pieces, stats)``: ``pieces[q]`` lists the refs routed to output partition ``q`` by
     every task (the next step's input ``q``), ``stats[t]`` task t's integer."""
+    import ray
+
     step = _remote_step().options(num_returns=n_out + 1, num_gpus=num_gpus)
-    extra = per_task or [{}] * len(inputs)
-    outs = [step.remote(fn, n_out, {**kwargs, **more}, *refs) for refs, more in zip(inputs, extra)]
+    extra = per_task or itertools.repeat({})
+    limit = None if isinstance(inputs, Sequence) else in_flight(ray.cluster_resources().get("CPU", 1))
+    outs: list = []
+    pending: list = []
+    for refs, more in zip(inputs, extra):
+        out = step.remote(fn, n_out, {**kwargs, **more}, *refs)
+        outs.append(out)
+        if limit is not None:
+            pending.append(out[n_out])
+            if len(pending) > limit:
+                _, pending = ray.wait(pending, num_returns=len(pending) - limit)
     pieces = [[out[q] for out in outs] for q in range(n_out)]
     return pieces, [out[n_out] for out in outs]
 
 
 def local_step(
     fn: StepFn,
-    inputs: Sequence[Sequence[pa.Table]],
+    inputs: Iterable[Sequence[pa.Table]],
     n_out: int,
     per_task: Sequence[dict[str, Any]] | None = None,
     num_gpus: float = 0,
     **kwargs: Any,
 ) -> tuple[list[list[pa.Table]], list[int]]:
     """:func:`run_step` in this process, on tables: the same steps, same wiring, no Ray (tests)."""
-    extra = per_task or [{}] * len(inputs)
+    extra = per_task or itertools.repeat({})
     outs = [fn(list(tables), **{**kwargs, **more}) for tables, more in zip(inputs, extra)]
     return [[out[0][q] for out in outs] for q in range(n_out)], [out[1] for out in outs]
 

@@ -41,11 +41,11 @@ from raypress.operators.dedup.graph.connected_components import NODE, edges_tabl
 from raypress.operators.dedup.hashing import GOLDEN, fmix64
 from raypress.operators.dedup.minhash.lsh import good_texts
 from raypress.operators.dedup.minhash.shingles import TOKENIZATIONS, prepare
-from raypress.operators.dedup.shuffle.tasks import concat, route_by_hash, route_by_value
+from raypress.operators.dedup.shuffle.tasks import concat, route_by_hash
 from raypress.operators.shared.unicode_regex import compile_pattern
 from raypress.schema import ID_COL
 
-KEY, COMBO, HASH, BLK = "block_key", "combo", "simhash", "blk"
+KEY, COMBO, HASH = "block_key", "combo", "simhash"
 BITS = 64
 MAX_CHOICES = 1000  # C(num_blocks, hamming_distance); the recipes use C(6, 4) = 15 and C(9, 7) = 36
 PAIRS_PER_PASS = 1 << 22  # candidate pairs checked per vectorised pass (bounds the work arrays)
@@ -161,12 +161,12 @@ def block_keys(hashes: np.ndarray, num_blocks: int, hamming_distance: int) -> np
 
 def _empty_rows(id_type: pa.DataType) -> pa.Table:
     return pa.table({KEY: pa.array([], pa.uint64()), COMBO: pa.array([], pa.int32()), HASH: pa.array([], pa.uint64()),
-                     ID_COL: pa.array([], id_type), BLK: pa.array([], pa.int32())})
+                     ID_COL: pa.array([], id_type)})
 
 
-def bucket_rows(table: pa.Table, blk: int, cfg: SimhashConfig) -> pa.Table:
-    """``(block_key, combo, simhash, id, blk)``: one row per live document with a string text and
-    per choice of blocks."""
+def bucket_rows(table: pa.Table, cfg: SimhashConfig) -> pa.Table:
+    """``(block_key, combo, simhash, id)``: one row per live document with a string text and per
+    choice of blocks."""
     rows, texts = good_texts(table, cfg.text_key, cfg.op)
     ids = table.column(ID_COL)
     if len(rows) == 0:
@@ -180,7 +180,6 @@ def bucket_rows(table: pa.Table, blk: int, cfg: SimhashConfig) -> pa.Table:
         COMBO: pa.array(np.tile(np.arange(n_combo, dtype=np.int32), len(rows))),
         HASH: pa.array(np.repeat(hashes, n_combo), pa.uint64()),
         ID_COL: ids.take(pa.array(which)),
-        BLK: pa.array(np.full(len(which), blk, dtype=np.int32)),
     })
 
 
@@ -204,7 +203,7 @@ def bucket_edges(table: pa.Table, hamming_distance: int) -> pa.Table:
     two different SimHashes in one bucket to each other when they differ in <= k bits; both ways,
     normalized."""
     if table.num_rows == 0:
-        return normalize(edges_table(table.column(ID_COL), table.column(BLK), table.column(ID_COL), table.column(BLK)))
+        return normalize(edges_table(table.column(ID_COL), table.column(ID_COL)))
     table = table.sort_by([(KEY, "ascending"), (HASH, "ascending"), (ID_COL, "ascending")])
     n = table.num_rows
     keys = table.column(KEY).to_numpy()
@@ -235,17 +234,11 @@ def bucket_edges(table: pa.Table, hamming_distance: int) -> pa.Table:
         b_rows.append(reps[right[ok]])
         lo = hi
     a, b = pa.array(np.concatenate(a_rows)), pa.array(np.concatenate(b_rows))
-    ids, blks = table.column(ID_COL), table.column(BLK)
-    return normalize(edges_table(ids.take(a), blks.take(a), ids.take(b), blks.take(b)))
+    ids = table.column(ID_COL)
+    return normalize(edges_table(ids.take(a), ids.take(b)))
 
 
-# -- steps (see task_shuffle.run_step): tables in -> routed tables out, plus one integer -----------
-
-def simhash_step(tables: list[pa.Table], blk: int, cfg: SimhashConfig, n: int) -> tuple[list[pa.Table], int]:
-    rows = bucket_rows(concat(tables), blk, cfg)
-    n_combo = len(block_combinations(cfg.num_blocks, cfg.hamming_distance))
-    return route_by_value(rows, KEY, n), rows.num_rows // n_combo
-
+# -- steps (see shuffle.tasks.run_step): tables in -> routed tables out, plus one integer -----------
 
 def pairs_step(tables: list[pa.Table], hamming_distance: int, n: int) -> tuple[list[pa.Table], int]:
     edges = bucket_edges(concat(tables), hamming_distance)
