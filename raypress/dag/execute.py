@@ -96,7 +96,9 @@ def apply_streaming(ds: "Any", node: VNode, policy: ExecutionPolicy, artifacts: 
         max_actors = policy.np or max(1, int(ray.cluster_resources().get("CPU", 1) // max(res.num_cpus, 1)))
         return ds.map_batches(StreamingOpRunner, fn_constructor_kwargs=runner_kwargs,
                               compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max_actors), **kwargs)
-    if policy.np:
+    if policy.np and per_input:  # the reader runs `np` tasks too (files.map_items): they fuse. After a
+        # global op the cap would only split its mark pass from these ops: two operators, and the
+        # blocks between them buffered in the object store (4 GB of MinHash export: 2 GB per worker)
         kwargs["compute"] = ray.data.TaskPoolStrategy(size=policy.np)
     # as tasks; a stateful op keeps its loaded op in each worker process
     fn = PerWorkerOpRunner(**runner_kwargs) if node.op_cls.stateful else StreamingOpRunner(**runner_kwargs)
