@@ -62,7 +62,7 @@ class TreeSampler:
     time (so the run's CPU seconds are known however busy the machine is)."""
 
     def __init__(self, root: int | None = None, ray_marker: str | None = None, spill_dir: Path | None = None,
-                 every: float = 0.25):
+                 every: float = 1.0):
         self.root, self.ray_marker, self.spill_dir, self.every = root or os.getpid(), ray_marker, spill_dir, every
         self.peak_pss = self.peak_rss = self.peak_spill = 0
         self.peak_one = self.procs = 0  # the largest single RSS; the most processes at once

@@ -118,3 +118,23 @@ def test_cpu_meter_sees_a_busy_segment(ray_session):
     before = meter._read()
     ray.get([ray.remote(num_cpus=1)(spin).remote() for _ in range(2)])
     assert before is not None and meter._read() - before >= 0.7
+
+
+def test_cpu_meter_counts_an_embedded_driver_once(ray_session):
+    """The driver of an embedded Ray is not under the raylet: its CPU is added (Ray Data's executor
+    runs there); the driver of a submitted job is, and must not be added twice."""
+    import os
+
+    import ray
+
+    from raypress.dag.cpu_meter import CpuMeter
+
+    meter = CpuMeter()
+    assert meter.count_driver is True
+    local = meter.probes[0]
+    assert ray.get(local.holds.remote(os.getpid())) is False
+    def pid() -> int:
+        return os.getpid()
+
+    worker_pid = ray.get(ray.remote(num_cpus=0)(pid).remote())
+    assert ray.get(local.holds.remote(worker_pid)) is True
