@@ -222,9 +222,11 @@ def gb(n: float) -> str:
 
 
 def streaming_utilisation(nodes: dict[str, dict]) -> float | None:
-    """The CPU utilisation of the segment(s) running the recipe's mappers and filters."""
+    """The CPU utilisation of the reader's segment: the one that streams the rows through the
+    recipe's mappers and filters (a mapper Data-Juicer's recipes get after a global op, such as
+    the stats columns' ``drop_stats``, runs in that op's segment and does not count here)."""
     values = [e["cpu_utilisation"] for e in nodes.values()
-              if e.get("kind") in ("mapper", "filter") and e.get("cpu_utilisation") is not None]
+              if e.get("kind") == "reader" and e.get("cpu_utilisation") is not None]
     return min(values) if values else None
 
 
