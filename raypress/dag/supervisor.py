@@ -86,6 +86,9 @@ class RayProcessWatch(threading.Thread):
     /proc once every ``interval`` s; elsewhere (no /proc) it watches nothing."""
 
     WATCHED = {"raylet": "Raylet is terminated", "gcs_server": "GCS died"}
+    # A SIGKILLed raylet closes its sockets (and the driver exits) before the kernel has finished
+    # tearing it down and its /proc state says so: wait this long for the watched to be seen dead.
+    SETTLE_S = 1.0
 
     def __init__(self, root_pid: int, interval: float = 0.1) -> None:
         super().__init__(daemon=True)
@@ -106,13 +109,23 @@ class RayProcessWatch(threading.Thread):
             except OSError:
                 return
 
+    def _settled(self) -> set[int]:
+        """The watched processes dead now or within ``SETTLE_S``."""
+        deadline = time.monotonic() + self.SETTLE_S
+        gone = {pid for pid in self.seen if not _alive(pid)}
+        while len(gone) < len(self.seen) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            gone |= {pid for pid in self.seen if not _alive(pid)}
+        return gone
+
     def _look(self) -> None:
         alive = _descendants(self.root_pid)
         if self.root_pid not in alive:  # the run itself ended: what happens to Ray after that is not a cause,
             if not self.late_deaths:     # but one gone between the last poll and this one may be
+                gone = self._settled()
                 self.late_deaths = [f"{self.WATCHED[name]}: Ray's {name} process (pid {pid}) ended within "
-                                    f"{self.interval:g} s of the run (it may have ended it)"
-                                    for pid, name in self.seen.items() if not _alive(pid)]
+                                    f"{self.interval + self.SETTLE_S:g} s of the run (it may have ended it)"
+                                    for pid, name in self.seen.items() if pid in gone]
             self._stop_event.set()
             return
         for pid, name in alive.items():
