@@ -3,13 +3,13 @@
 Why PSS: Ray's object store is shared memory mapped by the raylet and every worker, so summed RSS
 counts each of its pages once per process that touched it; summed PSS (each shared page split
 between the processes mapping it, from ``/proc/<pid>/smaps_rollup``) counts it once.  Both are
-reported.  The tree is this process and every descendant, plus Ray's own processes started for
-it (they are re-parented to init when Ray daemonizes them, so they are found by their session's
-temp dir in their command line).
+reported.  The tree is this process and every descendant: an embedded Ray's raylet, GCS and
+workers are its children and grandchildren.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -18,42 +18,31 @@ import psutil
 
 
 def _pss(pid: int) -> int:
-    try:
+    """The process's PSS in bytes; 0 for one that ended since it was listed."""
+    with contextlib.suppress(OSError):  # ended between the listing and this read
         with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
             for line in f:
                 if line.startswith("Pss:"):
                     return int(line.split()[1]) * 1024
-    except OSError:
-        pass
     return 0
 
 
-def tree(root: int, ray_marker: str | None = None) -> list[psutil.Process]:
-    """``root`` and its descendants, and processes whose command line names ``ray_marker``."""
+def tree(root: int) -> list[psutil.Process]:
+    """``root`` and its descendants (an embedded Ray's raylet, GCS and workers among them)."""
     try:
         me = psutil.Process(root)
-        procs = {p.pid: p for p in [me, *me.children(recursive=True)]}
+        return [me, *me.children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
-    if ray_marker:
-        for p in psutil.process_iter(["cmdline"]):
-            if p.pid not in procs and ray_marker in " ".join(p.info.get("cmdline") or []):
-                procs[p.pid] = p
-                try:
-                    procs.update({c.pid: c for c in p.children(recursive=True)})
-                except psutil.NoSuchProcess:
-                    pass
-    return list(procs.values())
 
 
 def dir_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (a file removed while walking counts 0)."""
     total = 0
     for dirpath, _, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):  # removed while walking (spill files come and go)
                 total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
     return total
 
 
@@ -61,9 +50,8 @@ class TreeSampler:
     """Every ``every`` s: summed PSS and RSS of the tree, the spill folder's size, each process's CPU
     time (so the run's CPU seconds are known however busy the machine is)."""
 
-    def __init__(self, root: int | None = None, ray_marker: str | None = None, spill_dir: Path | None = None,
-                 every: float = 1.0):
-        self.root, self.ray_marker, self.spill_dir, self.every = root or os.getpid(), ray_marker, spill_dir, every
+    def __init__(self, root: int | None = None, spill_dir: Path | None = None, every: float = 1.0):
+        self.root, self.spill_dir, self.every = root or os.getpid(), spill_dir, every
         self.peak_pss = self.peak_rss = self.peak_spill = 0
         self.peak_one = self.procs = 0  # the largest single RSS; the most processes at once
         self._cpu_first: dict[int, float] = {}
@@ -74,7 +62,7 @@ class TreeSampler:
 
     def sample(self) -> None:
         pss = rss = count = 0
-        for p in tree(self.root, self.ray_marker):
+        for p in tree(self.root):
             try:
                 with p.oneshot():
                     one = p.memory_info().rss
