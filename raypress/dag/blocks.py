@@ -38,27 +38,43 @@ def coalesce_tables(tables: list[pa.Table], min_rows: int, max_bytes: int = MAX_
     """Consecutive tables joined until a block has ``min_rows`` rows or ``max_bytes`` bytes; order kept.
 
     A table already that large stays as it is; the last block may be smaller.  Schemas are unified
-    the way Arrow does it (a column missing or all-null in one file is null there); files whose
-    schemas cannot be unified stay separate blocks: joining is an optimisation, never a cast."""
-    out: list[pa.Table] = []
-    group: list[pa.Table] = []
-    rows = size = 0
-    for table in tables:
-        group.append(table)
-        rows += table.num_rows
-        size += table.nbytes
-        if rows >= min_rows or size >= max_bytes:
-            out.extend(_joined(group))
-            group, rows, size = [], 0, 0
+    the way Arrow does it; tables whose schemas cannot be unified stay in separate blocks: joining
+    is an optimisation, never a cast."""
+    groups = plan_joins([t.num_rows for t in tables], [t.nbytes for t in tables], [t.schema for t in tables],
+                        min_rows, max_bytes)
+    return [joined([tables[i] for i in group]) for group in groups]
+
+
+def plan_joins(rows: list[int], sizes: list[int], schemas: list[pa.Schema], min_rows: int,
+               max_bytes: int = MAX_JOINED_BYTES) -> list[list[int]]:
+    """``coalesce_tables``'s grouping planned from metadata alone (rows, bytes and schema of each
+    table), so the tables can be read and joined where they are loaded rather than in the driver.
+    A group's schemas unify the way Arrow does it (a column missing or all-null in one table is
+    null there); a table whose schema cannot join the group's starts a new group."""
+    out: list[list[int]] = []
+    group: list[int] = []
+    unified: pa.Schema | None = None
+    rows_in = size = 0
+    for i, (n, b, schema) in enumerate(zip(rows, sizes, schemas)):
+        if group:
+            try:
+                unified = pa.unify_schemas([unified, schema], promote_options="permissive")
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                out.append(group)
+                group, rows_in, size = [], 0, 0
+        if not group:
+            unified = schema
+        group.append(i)
+        rows_in += n
+        size += b
+        if rows_in >= min_rows or size >= max_bytes:
+            out.append(group)
+            group, rows_in, size = [], 0, 0
     if group:
-        out.extend(_joined(group))
+        out.append(group)
     return out
 
 
-def _joined(group: list[pa.Table]) -> list[pa.Table]:
-    if len(group) == 1:
-        return group
-    try:
-        return [pa.concat_tables(group, promote_options="permissive").combine_chunks()]
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return group
+def joined(group: list[pa.Table]) -> pa.Table:
+    """The tables of one planned group as one block."""
+    return group[0] if len(group) == 1 else pa.concat_tables(group, promote_options="permissive").combine_chunks()

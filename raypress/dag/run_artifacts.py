@@ -6,11 +6,12 @@ streaming ops) ask the same questions of the same artifacts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from raypress.artifacts import Artifact, DatasetArtifact
-from raypress.dag.blocks import coalesce_tables
+from raypress.dag.blocks import joined, plan_joins
 from raypress.dag.validate import VNode
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,16 +53,20 @@ def read_materialized(out_dir: Path, rows: int, in_memory_mb: float, block_rows:
 
     files = sorted(out_dir.glob("part-*.parquet")) if out_dir.exists() else []
     if not files:
-        ds = ray.data.from_arrow(pa.table({"id": pa.array([], pa.string())}))
-    elif sum(f.stat().st_size for f in files) <= in_memory_mb * 2**20:
-        # A small output goes into the object store once, one block per file, read here with
-        # pyarrow: each consumer then starts from its blocks instead of running its own read
-        # job, and no read job runs at all (`read_parquet(...).materialize()` took 2-3 s for a
-        # few kB here, most of it Ray Data's start-up; a node may have many consumers).
-        import pyarrow.parquet as pq
-
-        # files written one per block of a cut segment are small: joined again here (blocks.py)
-        ds = ray.data.from_arrow(coalesce_tables([pq.read_table(f) for f in files], block_rows))
+        return DatasetArtifact(ray.data.from_arrow(pa.table({"id": pa.array([], pa.string())})),
+                               path=str(out_dir), rows=rows)
+    metas = [_footer(f) for f in files]
+    if sum(m.size for m in metas) <= in_memory_mb * 2**20:
+        # A small output goes into the object store once, read there by Ray tasks (never through
+        # the driver, whose memory would hold a copy for the rest of the run): each consumer then
+        # starts from its blocks instead of running its own read job, and no read job runs at all
+        # (`read_parquet(...).materialize()` took 2-3 s for a few kB here, most of it Ray Data's
+        # start-up; a node may have many consumers).  Files written one per block of a cut segment
+        # are small: joined again as they are read (blocks.py).
+        groups = plan_joins([m.rows for m in metas], [m.size for m in metas], [m.schema for m in metas],
+                            block_rows)
+        refs = [_load_parts.remote([str(files[i]) for i in group]) for group in groups]
+        ds = ray.data.from_arrow_refs(refs)
     else:  # a large one stays lazy, read per consumer, so memory never holds it all; a task and a
         # block per file (each a block of the segment that wrote it, a span at most): Ray's
         # read_parquet merges files into blocks of up to 128 MB whatever override_num_blocks says,
@@ -69,6 +74,53 @@ def read_materialized(out_dir: Path, rows: int, in_memory_mb: float, block_rows:
         paths = ray.data.from_items([{"path": str(f)} for f in files], override_num_blocks=len(files))
         ds = paths.map_batches(_read_parts, batch_size=1, batch_format="pyarrow")
     return DatasetArtifact(ds, path=str(out_dir), rows=rows)
+
+
+@dataclass(frozen=True)
+class _Footer:
+    rows: int
+    size: int  # bytes in memory, not on disk (text compresses 5-10x)
+    schema: Any
+
+
+def _footer(path: Path) -> _Footer:
+    import pyarrow.parquet as pq
+
+    from raypress.dag.sink import NBYTES_KEY
+
+    meta = pq.read_metadata(path)
+    recorded = (meta.metadata or {}).get(NBYTES_KEY)
+    # a part written before the size was recorded: its decoded pages' size, a lower bound
+    size = int(recorded) if recorded else sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    return _Footer(meta.num_rows, size, meta.schema.to_arrow_schema())
+
+
+def _load_parts_fn(paths: list[str]) -> "pa.Table":
+    """Files of one planned group, read and joined into one block (their schemas unify)."""
+    import pyarrow.parquet as pq
+
+    return joined([pq.read_table(p) for p in paths])
+
+
+def _remote_loader() -> Any:
+    import ray
+
+    return ray.remote(_load_parts_fn)
+
+
+class _LazyRemote:
+    """``ray.remote`` applied on first use: importing this module must not import Ray."""
+
+    def __init__(self) -> None:
+        self._fn: Any = None
+
+    def remote(self, *args: Any) -> Any:
+        if self._fn is None:
+            self._fn = _remote_loader()
+        return self._fn.remote(*args)
+
+
+_load_parts = _LazyRemote()
 
 
 def _read_parts(batch: "pa.Table") -> "Iterator[pa.Table]":

@@ -114,7 +114,7 @@ class Runner:
     def _run_locked(self) -> Ledger:
         from raypress.dag.cpu_meter import new_meter
         from raypress.dag.op_timing import new_timer
-        from raypress.dag.ray_compat import keep_rows_in_order, start_every_core_at_once
+        from raypress.dag.ray_compat import keep_rows_in_order, notice_finished_tasks_sooner, start_every_core_at_once
         from raypress.dag.ray_session import ensure_ray
 
         self.resolved.write()
@@ -128,6 +128,7 @@ class Runner:
             ensure_ray(self.address or self.vp.spec.ray_address, host=self.ray_host)  # --address wins
             keep_rows_in_order()
             start_every_core_at_once()
+            notice_finished_tasks_sooner()
             self.timer = new_timer()
             self.cpu_meter = new_meter()
             self._run_steps(plan)
@@ -293,7 +294,7 @@ class Runner:
         if state.get("materialized"):
             policy = ExecutionPolicy.from_settings(self.settings)
             return {sink: read_materialized(Path(state["output_path"]), int(state["rows"]),
-                                            float(self.settings.get("in_memory_mb", 256)), policy.block_rows)}
+                                            float(self.settings.get("in_memory_mb", 64)), policy.block_rows)}
         return {}
 
 

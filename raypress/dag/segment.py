@@ -102,7 +102,7 @@ def run_segment(nodes: list[VNode], destination: Destination | None, env: Segmen
     live = entries[sink.id]["rows_out"]
     artifact = None
     if out_dir is not None:
-        artifact = read_materialized(out_dir, live, float(env.settings.get("in_memory_mb", 256)),
+        artifact = read_materialized(out_dir, live, float(env.settings.get("in_memory_mb", 64)),
                                      env.policy.block_rows)
     produced = {**written, **files_under([p for p in (out_dir, rejects, quarantine) if p is not None])}
     warnings = []

@@ -33,10 +33,19 @@ PART_TOKEN_LEN = 16
 PART = "_part"  # a tally row naming the part a sink call wrote (its reason is the part's token)
 
 
+NBYTES_KEY = b"raypress.nbytes"  # footer metadata: the table's size in memory (text compresses 5-10x on disk)
+
+
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    """Write ``table`` under a temporary name, then rename: a reader never sees half a part.  The
+    footer records the table's in-memory size, which the file's own sizes cannot tell (a column
+    of repeated values is dictionary-encoded to almost nothing): ``run_artifacts`` decides by it
+    whether an output is small enough to keep in the object store."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name("." + path.name + ".tmp")
-    pq.write_table(table, tmp)
+    with pq.ParquetWriter(tmp, table.schema) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({NBYTES_KEY: str(table.nbytes).encode()})
     tmp.replace(path)
 
 

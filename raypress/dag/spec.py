@@ -57,7 +57,7 @@ class Settings:
         "max_error_ratio": 0.01,
         "keep_rejects": False,
         "np": None,
-        "in_memory_mb": 256,  # materialized outputs up to this size stay in the object store for their readers
+        "in_memory_mb": 64,  # materialized outputs up to this size (in memory, not on disk) stay in the object store
         "concurrent_steps": 1,  # steps (segments, stages) run at once when they do not depend on each other
         # a reader's rows cut into blocks of this many: a task per block (dag/blocks.py); "auto" cuts
         # segments whose ops load a model, at 256 rows

@@ -93,3 +93,20 @@ def test_start_every_core_at_once__the_policies_and_their_config_key():
     finally:
         context.set_config(policies.ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY,
                            saved if saved is not None else policies.ENABLED_BACKPRESSURE_POLICIES)
+
+
+def test_notice_finished_tasks_sooner__the_loop_reads_its_wait_from_a_module_global():
+    """Assumption 9: Ray Data's ``process_completed_tasks`` passes the module global
+    ``WAIT_FOR_TASK_COMPLETION_TIMEOUT_S`` to ``ray.wait`` at each call (so setting it takes effect)."""
+    import inspect
+
+    from ray.data._internal.execution import streaming_executor_state as state
+
+    assert "timeout=WAIT_FOR_TASK_COMPLETION_TIMEOUT_S" in inspect.getsource(state.process_completed_tasks)
+    saved = state.WAIT_FOR_TASK_COMPLETION_TIMEOUT_S
+    try:
+        state.WAIT_FOR_TASK_COMPLETION_TIMEOUT_S = 0.1  # Ray's default (a run in this process may have set it)
+        ray_compat.notice_finished_tasks_sooner()
+        assert state.WAIT_FOR_TASK_COMPLETION_TIMEOUT_S == ray_compat.TASK_WAIT_S < 0.1
+    finally:
+        state.WAIT_FOR_TASK_COMPLETION_TIMEOUT_S = saved
