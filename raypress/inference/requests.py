@@ -151,6 +151,33 @@ class RequestHandle:
         self._claim()
         return self._aiter(self._ready)
 
+    def batches(self) -> AsyncIterator[list[GenerationEvent]]:
+        """Like ``async for``, but each step hands over every event already waiting (in order), so a
+        reader that fell behind catches up in one step (the SSE routes join them into one chunk)."""
+        if self._ready is None:
+            raise RuntimeError("this request was added outside an event loop: iterate it with a plain for")
+        self._claim()
+        return self._batches(self._ready)
+
+    async def _batches(self, ready: asyncio.Event) -> AsyncIterator[list[GenerationEvent]]:
+        while True:
+            await ready.wait()
+            ready.clear()
+            self._wakeup_scheduled = False  # before draining: an event added from here on wakes us again
+            batch: list[GenerationEvent] = []
+            while self._pending:
+                item = self._pending.popleft()
+                if isinstance(item, Failure):
+                    if batch:
+                        yield batch
+                    self._raise(item.error)
+                batch.append(item)
+                if item.finish_reason is not None:
+                    yield batch
+                    return
+            if batch:
+                yield batch
+
     def _claim(self) -> None:
         if self._iterated:
             raise RuntimeError(f"the events of request {self.request_id} were already read")

@@ -24,6 +24,7 @@ from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8000
+STREAM_INTERVAL = 1
 
 
 class LLMAppArgs(BaseModel):
@@ -43,6 +44,8 @@ class LLMAppArgs(BaseModel):
                                    "(default 4 MiB: a 128k-token context is ~0.5 MB of text)")
     dtype: str | None = Field(None, description="float32 | bfloat16 | float16 (default: as saved; fp32 on CPU)")
     device: str | None = Field(None, description="cpu | cuda (default: cuda when the replica has a GPU)")
+    stream_interval: int = Field(STREAM_INTERVAL, ge=1, le=1024, description=(
+        "streamed tokens per SSE chunk after the first (a request's `stream_interval` overrides it)"))
     num_cpus: float = Field(1.0, ge=0, description="CPUs the replica reserves (also its torch threads)")
     num_gpus: float = Field(0.0, ge=0)
 
@@ -112,7 +115,28 @@ def _make_deployment() -> Any:
             from raypress.serving.openai_app import create_app
 
             return create_app(self.engine, self.args.served_name, self.args.resolved_key(),
-                              max_request_bytes=self.args.max_request_bytes)
+                              max_request_bytes=self.args.max_request_bytes,
+                              stream_interval=self.args.stream_interval)
+
+        async def stream_tokens(self, prompt_ids: list[int], sampling: dict[str, Any],
+                                interval: int | None = None) -> Any:
+            """Generated token ids, a list per chunk (the first at once, then every ``interval``):
+            the token path for Python callers holding a deployment handle, without HTTP
+            (``handle.options(stream=True).stream_tokens.remote(ids, {"max_tokens": 16})``)."""
+            from raypress.inference.sampling import SamplingParams
+            from raypress.serving.stream_coalesce import coalesced
+
+            handle = self.engine.add_request(list(prompt_ids), SamplingParams(**sampling))
+
+            async def batches() -> Any:
+                try:
+                    async for batch in handle.batches():
+                        yield 0, batch
+                finally:
+                    handle.cancel()
+
+            async for _, event in coalesced(batches(), interval or self.args.stream_interval):
+                yield event.token_ids
 
         def check_health(self) -> None:
             if not self.engine.is_running:

@@ -61,6 +61,7 @@ from raypress.inference.requests import (
 )
 from raypress.inference.sampling import SamplingParams
 from raypress.serving import openai_protocol as oa
+from raypress.serving.stream_coalesce import coalesced
 from raypress.serving.prometheus_metrics import PROMETHEUS_CONTENT_TYPE, PrometheusMetrics, prometheus_available
 from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES, limit_request_body, retry_after
 
@@ -106,9 +107,10 @@ def _sse(payload: dict[str, Any] | str) -> str:
 class OpenAIServer:
     """Turns validated requests into engine requests and engine events into OpenAI responses."""
 
-    def __init__(self, engine: Engine, model_name: str) -> None:
+    def __init__(self, engine: Engine, model_name: str, stream_interval: int = 1) -> None:
         self.engine = engine
         self.model_name = model_name
+        self.stream_interval = stream_interval  # tokens per streamed chunk after the first
         self._big = ThreadPoolExecutor(BIG_PROMPT_THREADS, thread_name_prefix="raypress-big-prompt")
         self._token_texts: dict[int, str] = {}
 
@@ -259,7 +261,7 @@ class OpenAIServer:
         prompt_tokens = len(ids) * request.n
         if request.stream:
             return _stream(self._chat_events(handles, rid, prompt_tokens, request.include_usage,
-                                             request.token_logprobs is not None))
+                                             request.token_logprobs is not None, self.interval(request)))
         done = await _gather(handles)
         choices = [oa.chat_choice(i, c.text, c.finish_reason,
                                   None if c.logprobs is None else self.chat_logprobs(c.logprobs))
@@ -283,7 +285,7 @@ class OpenAIServer:
         offsets = [0] * count  # chars of token pieces already sent: the next chunk's text_offset
         pieces = [_TokenPieces(self.engine.decode, [] if request.echo else ids) for _, ids in echoes]
         echoed: set[int] = set()
-        async for index, event in _merged(handles):
+        async for index, event in _merged(handles, self.interval(request)):
             prompt_text, prompt_ids = echoes[index]
             if request.echo and index not in echoed:
                 echoed.add(index)
@@ -307,15 +309,19 @@ class OpenAIServer:
         if request.include_usage:
             yield _sse(oa.completion_chunk(rid, self.model_name, [], oa.usage_body(prompt_tokens, completion_tokens)))
 
+    def interval(self, request: oa.CompletionRequest | oa.ChatCompletionRequest) -> int:
+        """Tokens per streamed chunk after the first: the request's ``stream_interval``, else the server's."""
+        return request.stream_interval or self.stream_interval
+
     async def _chat_events(self, handles: list[RequestHandle], rid: str, prompt_tokens: int,
-                           include_usage: bool, want_logprobs: bool = False) -> AsyncIterator[str]:
+                           include_usage: bool, want_logprobs: bool = False, interval: int = 1) -> AsyncIterator[str]:
         """Role chunk, content chunks (with the logprobs of the tokens they carry; those of held-back
         tokens wait for the next content chunk, or go with the finish chunk), a finish chunk."""
         for index in range(len(handles)):
             yield _sse(oa.chat_chunk(rid, self.model_name, [oa.chat_delta(index, {"role": "assistant", "content": ""})]))
         completion_tokens = 0
         pending: dict[int, list[TokenLogprob]] = {i: [] for i in range(len(handles))}
-        async for index, event in _merged(handles):
+        async for index, event in _merged(handles, interval):
             pending[index] += event.logprobs or []
             if event.text:
                 logprobs = self.chat_logprobs(pending[index]) if want_logprobs else None
@@ -432,21 +438,29 @@ async def _gather(handles: list[RequestHandle]) -> list[Completion]:
             handle.cancel()
 
 
-async def _merged(handles: list[RequestHandle]) -> AsyncIterator[tuple[int, GenerationEvent]]:
-    """Events of several requests as they come, tagged with the choice index."""
+async def _merged(handles: list[RequestHandle], interval: int) -> AsyncIterator[tuple[int, GenerationEvent]]:
+    """Events of several requests as they come, tagged with the choice index; each choice's events
+    joined into fewer, larger ones (``stream_coalesce``): its first at once, then every ``interval``
+    tokens, and whatever was already waiting."""
+    async for item in coalesced(_batches(handles), interval):
+        yield item
+
+
+async def _batches(handles: list[RequestHandle]) -> AsyncIterator[tuple[int, list[GenerationEvent]]]:
+    """Each handle's waiting events, a list at a time, tagged with the choice index."""
     if len(handles) == 1:
         try:
-            async for event in handles[0]:
-                yield 0, event
+            async for batch in handles[0].batches():
+                yield 0, batch
         finally:
             handles[0].cancel()
         return
-    queue: asyncio.Queue[tuple[int, GenerationEvent | BaseException | None]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[int, list[GenerationEvent] | BaseException | None]] = asyncio.Queue()
 
     async def pump(index: int, handle: RequestHandle) -> None:
         try:
-            async for event in handle:
-                queue.put_nowait((index, event))
+            async for batch in handle.batches():
+                queue.put_nowait((index, batch))
         except Exception as error:  # re-raised in the consumer
             queue.put_nowait((index, error))
         finally:
@@ -527,10 +541,11 @@ def install_guards(app: FastAPI, api_key: str | None, max_request_bytes: int | N
 
 
 def create_app(engine: Engine, model_name: str, api_key: str | None = None,
-               max_request_bytes: int | None = LLM_MAX_REQUEST_BYTES) -> FastAPI:
+               max_request_bytes: int | None = LLM_MAX_REQUEST_BYTES, stream_interval: int = 1) -> FastAPI:
     """The API over ``engine`` (started on first use); ``api_key``: require ``Authorization: Bearer``;
-    ``max_request_bytes``: larger bodies get 413 (``None``: no limit)."""
-    server = OpenAIServer(engine, model_name)
+    ``max_request_bytes``: larger bodies get 413 (``None``: no limit); ``stream_interval``: streamed
+    tokens per chunk after the first, unless a request sets its own (``stream_coalesce``)."""
+    server = OpenAIServer(engine, model_name, stream_interval)
     app = FastAPI(title="raypress LLM", version="1")
     app.state.server = server
     metrics = PrometheusMetrics(engine, model_name) if prometheus_available() else None

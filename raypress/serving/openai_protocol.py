@@ -50,6 +50,8 @@ class _Request(BaseModel):
     stop_token_ids: list[int] = Field(default_factory=list)
     seed: int | None = Field(None, ge=0, lt=2**63)
     ignore_eos: bool = False
+    stream_interval: int | None = Field(None, ge=1, le=1024, description=(
+        "streamed tokens per chunk after the first (raypress extension; default: the server's)"))
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logit_bias: dict[str, float] | None = None

@@ -49,6 +49,31 @@ def _post(server, path: str, body: object, key: str | None = KEY) -> httpx.Respo
                       headers={**headers, "Content-Type": "application/json"}, timeout=30)
 
 
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_coalesced_streams_give_the_same_greedy_text_in_fewer_chunks(client, endpoint):
+    """``stream_interval`` (a raypress extension, vLLM's ``--stream-interval``): the first token at once,
+    then chunks of up to N tokens; the text, finish reason and usage are those of one chunk per token."""
+    def stream(interval: int | None) -> list:
+        extra = {"ignore_eos": True, **({"stream_interval": interval} if interval else {})}
+        kwargs = dict(model="tiny", max_tokens=24, temperature=0, stream=True,
+                      stream_options={"include_usage": True}, extra_body=extra)
+        if endpoint == "chat":
+            return list(client.chat.completions.create(messages=[{"role": "user", "content": "The quick"}], **kwargs))
+        return list(client.completions.create(prompt="The quick brown", **kwargs))
+
+    def text(chunks: list) -> str:
+        if endpoint == "chat":
+            return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        return "".join(c.choices[0].text for c in chunks if c.choices)
+
+    one, eight = stream(None), stream(8)
+    assert text(one) == text(eight) and text(one)
+    assert one[-1].usage.completion_tokens == eight[-1].usage.completion_tokens == 24
+    content = [c for c in eight if c.choices and (c.choices[0].text if endpoint == "completions"
+                                                  else c.choices[0].delta.content)]
+    assert len(content) <= 1 + 24 // 8 + 1  # the first token, three of eight, the finish
+
+
 def test_models_and_health(client, server):
     models = client.models.list()
     assert [m.id for m in models.data] == ["tiny"]
