@@ -131,6 +131,9 @@ class RequestHandle:
         self._ready = asyncio.Event() if self._loop is not None else None
         self._wakeup_scheduled = False
         self._wake_on_last_only = False
+        self._wake_every = 1  # tokens waiting before the loop is woken again (the first event wakes it at once)
+        self._waiting_tokens = 0  # tokens delivered since the reader last drained (approximate: a race only delays)
+        self._woken_once = False
         self._sync_queue: queue.SimpleQueue[GenerationEvent | Failure] = queue.SimpleQueue()
         self._iterated = False  # events are handed out once
         self._completion: Completion | None = None
@@ -151,12 +154,15 @@ class RequestHandle:
         self._claim()
         return self._aiter(self._ready)
 
-    def batches(self) -> AsyncIterator[list[GenerationEvent]]:
+    def batches(self, every: int = 1) -> AsyncIterator[list[GenerationEvent]]:
         """Like ``async for``, but each step hands over every event already waiting (in order), so a
-        reader that fell behind catches up in one step (the SSE routes join them into one chunk)."""
+        reader that fell behind catches up in one step (the SSE routes join them into one chunk).
+        ``every``: after the first event, wake the reader only once ``every`` tokens wait (or at the
+        last event): the step thread then hands the event loop one wake-up per chunk, not per token."""
         if self._ready is None:
             raise RuntimeError("this request was added outside an event loop: iterate it with a plain for")
         self._claim()
+        self._wake_every = max(1, every)
         return self._batches(self._ready)
 
     async def _batches(self, ready: asyncio.Event) -> AsyncIterator[list[GenerationEvent]]:
@@ -164,6 +170,7 @@ class RequestHandle:
             await ready.wait()
             ready.clear()
             self._wakeup_scheduled = False  # before draining: an event added from here on wakes us again
+            self._waiting_tokens = 0
             batch: list[GenerationEvent] = []
             while self._pending:
                 item = self._pending.popleft()
@@ -244,6 +251,11 @@ class RequestHandle:
         self._pending.append(item)
         if self._wakeup_scheduled or (self._wake_on_last_only and not last):
             return
+        if not last and self._woken_once:
+            self._waiting_tokens += len(item.token_ids)
+            if self._waiting_tokens < self._wake_every:
+                return
+        self._woken_once = True
         self._wakeup_scheduled = True
         assert self._ready is not None
         try:

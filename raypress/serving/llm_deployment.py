@@ -24,7 +24,7 @@ from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8000
-STREAM_INTERVAL = 1
+STREAM_INTERVAL = 8  # tokens per SSE chunk after the first: bench/serve_path.py (README "Serving speed")
 
 
 class LLMAppArgs(BaseModel):
@@ -127,15 +127,16 @@ def _make_deployment() -> Any:
             from raypress.serving.stream_coalesce import coalesced
 
             handle = self.engine.add_request(list(prompt_ids), SamplingParams(**sampling))
+            every = interval or self.args.stream_interval
 
             async def batches() -> Any:
                 try:
-                    async for batch in handle.batches():
+                    async for batch in handle.batches(every):
                         yield 0, batch
                 finally:
                     handle.cancel()
 
-            async for _, event in coalesced(batches(), interval or self.args.stream_interval):
+            async for _, event in coalesced(batches(), every):
                 yield event.token_ids
 
         def check_health(self) -> None:
