@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raypress.inference.engine import Engine
@@ -64,6 +64,7 @@ from raypress.serving import openai_protocol as oa
 from raypress.serving.stream_coalesce import coalesced
 from raypress.serving.prometheus_metrics import PROMETHEUS_CONTENT_TYPE, PrometheusMetrics, prometheus_available
 from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES, limit_request_body, retry_after
+from raypress.serving.openapi_contract import document_contract
 
 log = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/health", "/metrics", "/docs", "/openapi.json"})
@@ -71,6 +72,15 @@ BIG_PROMPT_CHARS = 16_384  # above this much text a request's tokenising uses th
 BIG_PROMPT_THREADS = 2
 INLINE_PROMPT_CHARS = 2_048  # up to this much text is tokenised on the loop: ~0.1 ms, less than a thread hop
 T = TypeVar("T")
+SSE_EVENT = {"type": "object", "required": ["data"], "description": "one server-sent event: its data a JSON chunk, "
+              "an error body, or ``[DONE]`` last", "properties": {"data": {"type": "string"}, "event": {"type": "string"}}}
+GENERATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the completion as JSON, or with ``stream: true`` server-sent events ending in "
+                         "``data: [DONE]``", "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+    404: {"description": "the model is not the one this server serves"},
+    500: {"description": "a forward pass failed"},
+    503: {"description": "the engine's queue is full or it is shutting down"},
+}
 
 
 class APIError(Exception):
@@ -94,6 +104,8 @@ def validation_error(exc: RequestValidationError) -> APIError:
     if first.get("type") == "json_invalid":
         return APIError(400, f"the request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}")
     param = ".".join(loc) or None
+    if param is None and first.get("type") == "missing":
+        return APIError(400, "the request needs a JSON body (Content-Type: application/json)")
     where = f"{param}: " if param else ""
     more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
     return APIError(400, f"{where}{first['msg']}{more}", param=param)
@@ -160,6 +172,15 @@ class OpenAIServer:
         if model != self.model_name:
             raise APIError(404, f"the model {model!r} does not exist; this server serves {self.model_name!r}",
                            param="model", code="model_not_found")
+
+    @staticmethod
+    def sampling(request: oa.CompletionRequest | oa.ChatCompletionRequest, max_tokens: int,
+                 count: int) -> list[SamplingParams]:
+        """Each of ``count`` choices' engine settings; a 400 naming the field the engine refuses."""
+        try:
+            return [request.sampling(max_tokens, k) for k in range(count)]
+        except oa.InvalidSampling as error:
+            raise APIError(400, str(error), param=error.param) from error
 
     def encode(self, prompt: str | list[int], special_tokens: bool = True) -> list[int]:
         """One prompt's ids (blocking: call it through ``off_loop`` from a route)."""
@@ -229,12 +250,12 @@ class OpenAIServer:
                 raise APIError(400, "the prompt is empty", param="prompt")
             max_tokens = self.budget(ids, request.max_tokens, "prompt")
             prompt_tokens += len(ids) * request.n
-            jobs += [(ids, request.sampling(max_tokens, k)) for k in range(request.n)]
+            jobs += [(ids, params) for params in self.sampling(request, max_tokens, request.n)]
+        rid = oa.new_id("cmpl")
+        handles = self.submit(jobs, rid)  # the engine checks token ids against the vocabulary first
         # per choice (prompt-major, like the jobs): the prompt's text and ids, for echo
         echoes = [(p if isinstance(p, str) else self.engine.decode(ids), ids)
                   for p, ids in zip(prompts, all_ids) for _ in range(request.n)]
-        rid = oa.new_id("cmpl")
-        handles = self.submit(jobs, rid)
         if request.stream:
             return _stream(self._completion_events(handles, rid, prompt_tokens, request, echoes))
         done = await _gather(handles)
@@ -257,7 +278,7 @@ class OpenAIServer:
         ids = await self.off_loop(sum(len(m["content"]) for m in messages), self.chat_ids, messages)
         max_tokens = self.budget(ids, request.completion_limit, "messages")
         rid = oa.new_id("chatcmpl")
-        handles = self.submit([(ids, request.sampling(max_tokens, k)) for k in range(request.n)], rid)
+        handles = self.submit([(ids, params) for params in self.sampling(request, max_tokens, request.n)], rid)
         prompt_tokens = len(ids) * request.n
         if request.stream:
             return _stream(self._chat_events(handles, rid, prompt_tokens, request.include_usage,
@@ -442,15 +463,16 @@ async def _merged(handles: list[RequestHandle], interval: int) -> AsyncIterator[
     """Events of several requests as they come, tagged with the choice index; each choice's events
     joined into fewer, larger ones (``stream_coalesce``): its first at once, then every ``interval``
     tokens, and whatever was already waiting."""
-    async for item in coalesced(_batches(handles), interval):
+    async for item in coalesced(_batches(handles, interval), interval):
         yield item
 
 
-async def _batches(handles: list[RequestHandle]) -> AsyncIterator[tuple[int, list[GenerationEvent]]]:
-    """Each handle's waiting events, a list at a time, tagged with the choice index."""
+async def _batches(handles: list[RequestHandle], every: int = 1) -> AsyncIterator[tuple[int, list[GenerationEvent]]]:
+    """Each handle's waiting events, a list at a time (woken every ``every`` tokens), tagged with the
+    choice index."""
     if len(handles) == 1:
         try:
-            async for batch in handles[0].batches():
+            async for batch in handles[0].batches(every):
                 yield 0, batch
         finally:
             handles[0].cancel()
@@ -459,7 +481,7 @@ async def _batches(handles: list[RequestHandle]) -> AsyncIterator[tuple[int, lis
 
     async def pump(index: int, handle: RequestHandle) -> None:
         try:
-            async for batch in handle.batches():
+            async for batch in handle.batches(every):
                 queue.put_nowait((index, batch))
         except Exception as error:  # re-raised in the consumer
             queue.put_nowait((index, error))
@@ -535,9 +557,12 @@ def install_guards(app: FastAPI, api_key: str | None, max_request_bytes: int | N
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = "not_found" if exc.status_code == 404 else None
-        return APIError(exc.status_code, str(exc.detail), code=code).response()
+        response = APIError(exc.status_code, str(exc.detail), code=code).response()
+        response.headers.update(exc.headers or {})  # a 405's ``Allow`` (RFC 9110)
+        return response
 
     limit_request_body(app, max_request_bytes)  # outermost: a body over the limit is never read
+    document_contract(app, api_key, OPEN_PATHS, max_request_bytes)
 
 
 def create_app(engine: Engine, model_name: str, api_key: str | None = None,
@@ -555,11 +580,11 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None,
 
     install_guards(app, api_key, max_request_bytes)
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", responses=GENERATE_RESPONSES)
     async def completions(request: oa.CompletionRequest) -> Any:
         return await server.completions(request)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", responses=GENERATE_RESPONSES)
     async def chat_completions(request: oa.ChatCompletionRequest) -> Any:
         return await server.chat(request)
 
@@ -568,7 +593,7 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None,
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
                                             "owned_by": "raypress", "max_model_len": engine.max_len}]}
 
-    @app.get("/health")
+    @app.get("/health", responses={503: {"description": "the engine has stopped"}})
     async def health() -> JSONResponse:
         ok = engine.is_running
         status = 200 if ok else 503
@@ -576,7 +601,9 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None,
                              "running": engine.num_running, "waiting": engine.num_waiting}, status,
                             headers=retry_after(status))
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse, responses={
+        200: {"description": "Prometheus text exposition", "content": {"text/plain": {"schema": {"type": "string"}}}},
+        501: {"description": "prometheus_client is not installed"}})
     async def prometheus() -> Response:
         if metrics is None:
             raise APIError(501, "metrics need the prometheus_client package (pip install prometheus_client)",
@@ -591,7 +618,7 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None,
     async def steps(after: int = Query(-1, description="only steps numbered above this")) -> dict[str, Any]:
         return server.steps(after)
 
-    @app.post("/raypress/v1/tokenize")
+    @app.post("/raypress/v1/tokenize", responses={503: {"description": "the engine has stopped"}})
     async def tokenize(request: oa.TokenizeRequest) -> dict[str, Any]:
         return await server.count_tokens(request.prompts)
 

@@ -17,14 +17,27 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, field_validator, model_validator
 
 from raypress.inference.sampling import MAX_LOGPROBS, SamplingParams
 
 MAX_CHOICES = 8  # n × prompts a single request may ask for
 MAX_TOKENIZE_PROMPTS = 4096  # prompts one tokenize request may count
+MAX_STOP = 4  # stop sequences, as OpenAI
+# What the schema says of a field the server takes only at its neutral value (the validators
+# below answer anything else with a 400 that says so): generated clients and contract testers read it.
+_UNSUPPORTED_NUMBER = {"enum": [0], "description": "not supported: 0 or left out"}
+StopString = Annotated[str, Field(min_length=1)]
+
+
+class InvalidSampling(ValueError):
+    """A request's settings the engine cannot take; ``param`` names the field."""
+
+    def __init__(self, message: str, param: str | None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class StreamOptions(BaseModel):
@@ -46,15 +59,15 @@ class _Request(BaseModel):
     n: int = Field(1, ge=1, le=MAX_CHOICES)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    stop: str | list[str] | None = None
-    stop_token_ids: list[int] = Field(default_factory=list)
+    stop: StopString | list[StopString] | None = Field(None, json_schema_extra={"maxItems": MAX_STOP})
+    stop_token_ids: list[NonNegativeInt] = Field(default_factory=list)
     seed: int | None = Field(None, ge=0, lt=2**63)
     ignore_eos: bool = False
     stream_interval: int | None = Field(None, ge=1, le=1024, description=(
         "streamed tokens per chunk after the first (raypress extension; default: the server's)"))
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: dict[str, float] | None = None
+    presence_penalty: float = Field(0.0, json_schema_extra=_UNSUPPORTED_NUMBER)
+    frequency_penalty: float = Field(0.0, json_schema_extra=_UNSUPPORTED_NUMBER)
+    logit_bias: dict[str, float] | None = Field(None, json_schema_extra={"maxProperties": 0})
     user: str | None = None
 
     @field_validator("presence_penalty", "frequency_penalty")
@@ -74,18 +87,25 @@ class _Request(BaseModel):
     @field_validator("stop")
     @classmethod
     def _stop_list(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(value, list) and len(value) > 4:
-            raise ValueError("at most 4 stop sequences")
+        if isinstance(value, list) and len(value) > MAX_STOP:
+            raise ValueError(f"at most {MAX_STOP} stop sequences")
         return value
 
     def sampling(self, max_tokens: int, seed_offset: int = 0) -> SamplingParams:
-        """Engine settings for choice ``seed_offset`` (n > 1 with a seed: seed, seed+1, ...)."""
+        """Engine settings for choice ``seed_offset`` (n > 1 with a seed: seed, seed+1, ...).
+        Raises ``InvalidSampling`` (a 400) where the engine refuses what this request's schema let
+        through: the request's fields should hold every rule of ``SamplingParams``, this is the net."""
         seed = None if self.seed is None else (self.seed + seed_offset) % 2**63
-        return SamplingParams(
-            max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-            min_p=self.min_p, seed=seed, stop=self.stop, stop_token_ids=self.stop_token_ids,
-            ignore_eos=self.ignore_eos, logprobs=self.token_logprobs, prompt_logprobs=self.scored_prompt_logprobs,
-        )
+        try:
+            return SamplingParams(
+                max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                min_p=self.min_p, seed=seed, stop=self.stop, stop_token_ids=self.stop_token_ids,
+                ignore_eos=self.ignore_eos, logprobs=self.token_logprobs, prompt_logprobs=self.scored_prompt_logprobs,
+            )
+        except ValidationError as error:
+            first = error.errors()[0]
+            param = ".".join(str(part) for part in first["loc"]) or None
+            raise InvalidSampling(f"{param}: {first['msg']}", param) from error
 
     @property
     def token_logprobs(self) -> int | None:
@@ -114,12 +134,12 @@ class TokenizeRequest(BaseModel):
 class CompletionRequest(_Request):
     """``POST /v1/completions``: prompt is text, a list of texts, token ids or a list of those."""
 
-    prompt: str | list[str] | list[int] | list[list[int]]
+    prompt: str | list[str] | list[NonNegativeInt] | list[list[NonNegativeInt]]
     max_tokens: int = Field(16, ge=0, description="0 with echo: score the prompt, generate nothing")
     echo: bool = False
     logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     best_of: int | None = None
-    suffix: str | None = None
+    suffix: str | None = Field(None, json_schema_extra={"maxLength": 0})
 
     @property
     def token_logprobs(self) -> int | None:
@@ -191,8 +211,9 @@ class ChatCompletionRequest(_Request):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
-    response_format: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] | None = None
+    response_format: dict[str, Any] | None = Field(None, json_schema_extra={
+        "required": ["type"], "properties": {"type": {"const": "text"}}})
+    tools: list[dict[str, Any]] | None = Field(None, json_schema_extra={"maxItems": 0})
     tool_choice: Any = None
 
     @model_validator(mode="after")
