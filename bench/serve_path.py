@@ -192,6 +192,8 @@ def path_processes(server_pid: int | None = None) -> dict[str, Any]:
             roles["replica"] = proc
         elif "ProxyActor" in cmd:
             roles["proxy"] = proc
+        elif "raypress.inference.engine_process" in cmd:
+            roles["engine"] = proc
         elif (proc.info.get("name") or "") == "haproxy":
             roles.setdefault("haproxy", proc)
         elif server_pid is not None and proc.pid == server_pid:
@@ -267,7 +269,7 @@ def child(path: str, model: str, out: str, args: argparse.Namespace) -> None:
         url = deploy_llm({"model": model, "model_name": "bench", "max_batch_size": batch,
                           "max_queue": 4 * args.requests, "num_cpus": THREADS}, port=free_port())
         try:
-            interval = int(path.split("-")[1]) if path.split("-")[-1].isdigit() else 1
+            interval = int(path.split("-")[-1]) if path.split("-")[-1].isdigit() else 1
             roles = path_processes()
             if path == "handle":
                 from raypress.models.bpe_tokenizer import load_tokenizer
@@ -316,7 +318,7 @@ def uvicorn_server(model: str, port: int, batch: int, queue: int) -> None:
 
 def env_for(path: str) -> dict[str, str] | None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_SERVE_LOG_TO_STDERR": "0"}
-    if path == "serve-tput":
+    if path.startswith("serve-tput"):
         env["RAY_SERVE_THROUGHPUT_OPTIMIZED"] = "1"
     if path.startswith("haproxy"):
         if shutil.which("haproxy") is None:

@@ -196,13 +196,24 @@ class Engine:
     def num_running(self) -> int:
         return len(self._running)
 
+    @property
+    def free_slots(self) -> int:
+        """KV-cache slots no sequence holds."""
+        return self.cache.num_free
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
     def add_request(
         self,
         prompt: str | Sequence[int],
         params: SamplingParams | dict[str, Any] | None = None,
         request_id: str | None = None,
+        listener: Callable[[RequestHandle, GenerationEvent | Failure], None] | None = None,
     ) -> RequestHandle:
-        """Queue a request; it is admitted at the next step with a free slot.
+        """Queue a request; it is admitted at the next step with a free slot. ``listener``: called
+        (on the step thread) with each event instead of queueing it in the handle.
 
         Raises ``PromptTooLong`` (no room left for a completion), ``QueueFull``, ``EngineStopped``,
         ``ValueError`` for an empty prompt or ids outside the vocabulary, and pydantic's
@@ -213,8 +224,8 @@ class Engine:
         elif isinstance(params, dict):
             params = SamplingParams(**params)
         prompt_ids = self.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
-        self._check_prompt(prompt_ids)
-        handle = RequestHandle(self, request_id or f"req-{next(self._ids)}", prompt_ids, params)
+        check_prompt(prompt_ids, self.max_len, self.model.config.vocab_size)
+        handle = RequestHandle(self, request_id or f"req-{next(self._ids)}", prompt_ids, params, listener)
         sequence = _Sequence(handle, self.decode)
         with self._cond:
             if self._stopping:
@@ -224,18 +235,6 @@ class Engine:
             self._waiting.append(sequence)
             self._cond.notify()
         return handle
-
-    def _check_prompt(self, prompt_ids: list[int]) -> None:
-        if not prompt_ids:
-            raise ValueError("the prompt is empty")
-        if len(prompt_ids) >= self.max_len:
-            raise PromptTooLong(
-                f"the prompt has {len(prompt_ids)} tokens; the context holds {self.max_len} tokens "
-                "(prompt + completion), so it leaves no room for a completion"
-            )
-        vocab = self.model.config.vocab_size
-        if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
-            raise ValueError(f"prompt token ids must be in [0, {vocab})")
 
     async def generate(
         self,
@@ -566,6 +565,19 @@ class Engine:
         )
         self.stats.add_request(metrics)
         _call(self.on_request_finished, metrics)
+
+
+def check_prompt(prompt_ids: list[int], max_len: int, vocab_size: int) -> None:
+    """Raise what ``add_request`` raises for a prompt it cannot take (shared with ``engine_process``)."""
+    if not prompt_ids:
+        raise ValueError("the prompt is empty")
+    if len(prompt_ids) >= max_len:
+        raise PromptTooLong(
+            f"the prompt has {len(prompt_ids)} tokens; the context holds {max_len} tokens "
+            "(prompt + completion), so it leaves no room for a completion"
+        )
+    if min(prompt_ids) < 0 or max(prompt_ids) >= vocab_size:
+        raise ValueError(f"prompt token ids must be in [0, {vocab_size})")
 
 
 def _call(callback: Callable[[Any], None] | None, value: Any) -> None:

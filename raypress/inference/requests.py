@@ -13,7 +13,7 @@ import asyncio
 import queue
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -112,9 +112,11 @@ class RequestHandle:
     inside a running event loop, plain ``for`` otherwise), wait for ``result()``, or ``cancel()`` it."""
 
     def __init__(
-        self, engine: RequestOwner, request_id: str, prompt_ids: list[int], params: SamplingParams
+        self, engine: RequestOwner, request_id: str, prompt_ids: list[int], params: SamplingParams,
+        listener: Callable[["RequestHandle", "GenerationEvent | Failure"], None] | None = None,
     ) -> None:
         self.request_id = request_id
+        self._listener = listener  # takes every event instead of the handle's own queues (``engine_process``)
         self.prompt_ids = prompt_ids
         self.params = params
         self._engine = engine
@@ -245,6 +247,9 @@ class RequestHandle:
         last = isinstance(item, Failure) or item.finish_reason is not None
         if last:
             self._finished.set()
+        if self._listener is not None:
+            self._listener(self, item)
+            return
         if self._loop is None:
             self._sync_queue.put(item)
             return

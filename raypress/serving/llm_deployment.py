@@ -47,6 +47,9 @@ class LLMAppArgs(BaseModel):
     stream_interval: int = Field(STREAM_INTERVAL, ge=1, le=1024, description=(
         "streamed tokens per SSE chunk after the first (a request's `stream_interval` overrides it)"))
     num_cpus: float = Field(1.0, ge=0, description="CPUs the replica reserves (also its torch threads)")
+    engine_process: bool = Field(True, description=(
+        "run the engine's step loop in a process of its own, not beside the replica's event loop "
+        "(one GIL for both slowed each: bench/serve_path.py)"))
     num_gpus: float = Field(0.0, ge=0)
 
     @field_validator("model")
@@ -92,6 +95,7 @@ def _make_deployment() -> Any:
             import torch
 
             from raypress.inference.engine import Engine
+            from raypress.inference.engine_process import EngineProcess
             from raypress.models.device import choose_device
             from raypress.serving.llm_metrics import EngineMetrics
 
@@ -101,7 +105,8 @@ def _make_deployment() -> Any:
             dtype = getattr(torch, a.dtype) if a.dtype else (torch.float32 if device == "cpu" else None)
             threads = max(1, int(a.num_cpus)) if device == "cpu" else None
             started = time.perf_counter()
-            self.engine = Engine.from_pretrained(
+            kind = EngineProcess if a.engine_process else Engine.from_pretrained
+            self.engine = kind(
                 a.model, dtype=dtype, device=device, max_batch_size=a.max_batch_size, max_len=a.max_len,
                 max_queue=a.max_queue, max_prefill_tokens=a.max_prefill_tokens, num_threads=threads)
             self.metrics = EngineMetrics(a.served_name, self.engine.model.config.num_local_experts)

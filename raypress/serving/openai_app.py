@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raypress.inference.engine import Engine
@@ -364,9 +365,8 @@ class OpenAIServer:
         import torch
 
         engine = self.engine
-        weight = next(engine.model.parameters())
         return {"model": self.model_name, "config": engine.model.config.to_dict(),
-                "dtype": str(weight.dtype).removeprefix("torch."), "device": str(weight.device),
+                "dtype": str(engine.dtype).removeprefix("torch."), "device": str(engine.device),
                 "max_batch_size": engine.max_batch_size, "max_len": engine.max_len, "max_queue": engine.max_queue,
                 "running": engine.num_running, "waiting": engine.num_waiting,
                 "tokens_per_second": engine.stats.tokens_per_second(), "total_steps": engine.stats.total_steps,
@@ -531,20 +531,36 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
+class BearerToken:
+    """401 unless ``Authorization: Bearer <api_key>`` (paths in ``open_paths`` excepted).
+
+    Why plain ASGI and not ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware`` runs
+    every request in a task of its own and passes every streamed body chunk through a memory
+    stream; on a server streaming tokens to 32 clients that was a cost per request and per chunk
+    for a header check (``bench/serve_path.py``)."""
+
+    def __init__(self, app: Any, api_key: str, open_paths: frozenset[str]) -> None:
+        self.app, self.key, self.open_paths = app, api_key.encode(), open_paths
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] not in self.open_paths:
+            header = Headers(scope=scope).get("authorization", "")
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.key):
+                response = APIError(401, "a valid API key is required (Authorization: Bearer <key>)",
+                                    "authentication_error", code="invalid_api_key").response()
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def install_guards(app: FastAPI, api_key: str | None, max_request_bytes: int | None = None) -> None:
     """The bearer-token check (every path but ``OPEN_PATHS``), the body-size limit (413) and
     OpenAI-style error bodies for every error — shared by each raypress HTTP app, so a client sees
     one error shape and one auth rule."""
 
-    @app.middleware("http")
-    async def bearer_token(request: Request, call_next: Any) -> Any:
-        if api_key is not None and request.url.path not in OPEN_PATHS:
-            header = request.headers.get("authorization", "")
-            scheme, _, token = header.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
-                return APIError(401, "a valid API key is required (Authorization: Bearer <key>)",
-                                "authentication_error", code="invalid_api_key").response()
-        return await call_next(request)
+    if api_key is not None:
+        app.add_middleware(BearerToken, api_key=api_key, open_paths=OPEN_PATHS)
 
     @app.exception_handler(APIError)
     async def api_error(_: Request, exc: APIError) -> JSONResponse:

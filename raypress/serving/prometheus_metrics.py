@@ -76,7 +76,7 @@ class PrometheusMetrics:
     def kv_cache_usage(self) -> float:
         """Slots held / slots: the cache reserves a whole context per sequence, so this is its use."""
         slots = self.engine.max_batch_size
-        return (slots - self.engine.cache.num_free) / slots
+        return (slots - self.engine.free_slots) / slots
 
     def attach(self) -> None:
         """Chain ``on_step`` / ``on_request_finished`` after the engine's current callbacks."""
