@@ -32,3 +32,13 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared sample data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """One tiny random MoE checkpoint for the tests that serve or generate with it (read-only)."""
+    import torch
+    from moe_fixtures import save_tiny_model_dir
+
+    torch.set_num_threads(1)
+    return save_tiny_model_dir(tmp_path_factory.mktemp("tiny"))

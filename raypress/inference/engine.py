@@ -99,7 +99,33 @@ def _distinct_experts(counts: list[Tensor]) -> list[int]:
     return torch.stack(counts).gt(0).sum(dim=1).tolist()
 
 
-class Engine:
+class TokenizerText:
+    """``encode`` / ``decode`` over ``self.tokenizer``: what an engine and ``EngineProcess`` share."""
+
+    tokenizer: Tokenizer
+    max_len: int
+    model: Any  # ``.config.vocab_size``
+
+    def encode(self, text: str) -> list[int]:
+        encoded = self.tokenizer.encode(text)
+        return list(getattr(encoded, "ids", encoded))
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+    def checked_request(self, prompt: str | Sequence[int],
+                        params: SamplingParams | dict[str, Any] | None) -> tuple[list[int], SamplingParams]:
+        """The prompt's ids and the settings, or what ``add_request`` raises for them."""
+        if params is None:
+            params = SamplingParams()
+        elif isinstance(params, dict):
+            params = SamplingParams(**params)
+        prompt_ids = self.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
+        check_prompt(prompt_ids, self.max_len, self.model.config.vocab_size)
+        return prompt_ids, params
+
+
+class Engine(TokenizerText):
     """Continuous-batching generation over a ``MoEForCausalLM`` (see the module docstring).
 
     max_batch_size: KV-cache slots = most sequences decoding at once. max_len: the context
@@ -177,15 +203,6 @@ class Engine:
         model, _ = load_moe(path, dtype, device)
         return cls(model, load_tokenizer(path), **kwargs)
 
-    # ---- text ---------------------------------------------------------------------------------
-
-    def encode(self, text: str) -> list[int]:
-        encoded = self.tokenizer.encode(text)
-        return list(getattr(encoded, "ids", encoded))
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids)
-
     # ---- requests -----------------------------------------------------------------------------
 
     @property
@@ -219,12 +236,7 @@ class Engine:
         ``ValueError`` for an empty prompt or ids outside the vocabulary, and pydantic's
         ``ValidationError`` (a ValueError) for bad params given as a dict.
         """
-        if params is None:
-            params = SamplingParams()
-        elif isinstance(params, dict):
-            params = SamplingParams(**params)
-        prompt_ids = self.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
-        check_prompt(prompt_ids, self.max_len, self.model.config.vocab_size)
+        prompt_ids, params = self.checked_request(prompt, params)
         handle = RequestHandle(self, request_id or f"req-{next(self._ids)}", prompt_ids, params, listener)
         sequence = _Sequence(handle, self.decode)
         with self._cond:
@@ -380,7 +392,7 @@ class Engine:
         )
         self._step_no += 1
         self.stats.add_step(record)
-        _call(self.on_step, record)
+        call_callback(self.on_step, record)
         return record
 
     def _since(self, start: float) -> float:
@@ -564,7 +576,7 @@ class Engine:
             e2e_seconds=end - sequence.arrived,
         )
         self.stats.add_request(metrics)
-        _call(self.on_request_finished, metrics)
+        call_callback(self.on_request_finished, metrics)
 
 
 def check_prompt(prompt_ids: list[int], max_len: int, vocab_size: int) -> None:
@@ -580,7 +592,7 @@ def check_prompt(prompt_ids: list[int], max_len: int, vocab_size: int) -> None:
         raise ValueError(f"prompt token ids must be in [0, {vocab_size})")
 
 
-def _call(callback: Callable[[Any], None] | None, value: Any) -> None:
+def call_callback(callback: Callable[[Any], None] | None, value: Any) -> None:
     """Run a metrics callback; its errors are logged, never allowed to stop the engine."""
     if callback is None:
         return

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from raypress.inference.engine import Engine, check_prompt
+from raypress.inference.engine import Engine, TokenizerText, call_callback
 from raypress.inference.requests import (
     EngineStopped,
     Failure,
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 FLUSH_S = 0.02  # the child sends events delivered outside a step (a cancel, a stop) within this
 
 
-class EngineProcess:
+class EngineProcess(TokenizerText):
     """An ``Engine`` started in a child process (``spawn``); same constructor arguments as
     ``Engine.from_pretrained``. ``stop()`` ends the child; a child that dies fails every request
     it held with ``RequestFailed`` and ``is_running`` turns false (a health check's answer)."""
@@ -90,13 +90,6 @@ class EngineProcess:
 
     # ---- what the server asks ---------------------------------------------------------------
 
-    def encode(self, text: str) -> list[int]:
-        encoded = self.tokenizer.encode(text)
-        return list(getattr(encoded, "ids", encoded))
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids)
-
     @property
     def num_running(self) -> int:
         return self._running
@@ -119,12 +112,7 @@ class EngineProcess:
     def add_request(self, prompt: str | Sequence[int], params: SamplingParams | dict[str, Any] | None = None,
                     request_id: str | None = None) -> RequestHandle:
         """Queue a request in the child; raises as ``Engine.add_request`` does, before anything is sent."""
-        if params is None:
-            params = SamplingParams()
-        elif isinstance(params, dict):
-            params = SamplingParams(**params)
-        prompt_ids = self.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
-        check_prompt(prompt_ids, self.max_len, self.model.config.vocab_size)
+        prompt_ids, params = self.checked_request(prompt, params)
         handle = RequestHandle(self, request_id or f"req-{next(self._ids)}", prompt_ids, params)
         with self._lock:
             if not self.is_running:
@@ -192,10 +180,10 @@ class EngineProcess:
                 self._hand_over(request_id, item)
             if record is not None:
                 self.stats.add_step(record)
-                _call(self.on_step, record)
+                call_callback(self.on_step, record)
             for metrics in finished:
                 self.stats.add_request(metrics)
-                _call(self.on_request_finished, metrics)
+                call_callback(self.on_request_finished, metrics)
         if not self._stopped:
             code = self._process.wait()
             log.error("the engine process ended (exit code %s)", code)
@@ -221,15 +209,6 @@ class _ModelSummary:
 
     def __init__(self, config: Any) -> None:
         self.config = config
-
-
-def _call(callback: Callable[[Any], None] | None, value: Any) -> None:
-    if callback is None:
-        return
-    try:
-        callback(value)
-    except Exception:
-        log.exception("engine metrics callback failed")
 
 
 # ---- the child --------------------------------------------------------------------------------

@@ -8,9 +8,7 @@ import asyncio
 import time
 
 import pytest
-import torch
 
-from moe_fixtures import save_tiny_model_dir
 from raypress.inference.engine import Engine
 from raypress.inference.engine_process import EngineProcess
 from raypress.inference.requests import EngineStopped, PromptTooLong, QueueFull, RequestFailed
@@ -20,9 +18,8 @@ GREEDY = {"max_tokens": 20, "temperature": 0, "ignore_eos": True}
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    torch.set_num_threads(1)
-    return save_tiny_model_dir(tmp_path_factory.mktemp("tiny"))
+def model_dir(tiny_model_dir):
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,7 @@ import asyncio
 import json
 
 import pytest
-import torch
 
-from moe_fixtures import save_tiny_model_dir
 
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
@@ -24,9 +22,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    torch.set_num_threads(1)
-    return save_tiny_model_dir(tmp_path_factory.mktemp("tiny"))
+def model_dir(tiny_model_dir):
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-
-from moe_fixtures import save_tiny_model_dir
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
@@ -26,10 +23,8 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    torch.set_num_threads(1)
-    model_dir = save_tiny_model_dir(tmp_path_factory.mktemp("tiny"))
-    engine = Engine.from_pretrained(model_dir, max_batch_size=8, max_len=96, max_queue=32)
+def server(tiny_model_dir):
+    engine = Engine.from_pretrained(tiny_model_dir, max_batch_size=8, max_len=96, max_queue=32)
     with serve_in_thread(create_app(engine, "tiny", api_key=KEY, max_request_bytes=64 * 1024)) as srv:
         yield srv
     engine.stop()
