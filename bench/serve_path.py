@@ -10,15 +10,19 @@ concurrency, one fresh process (and Ray session) per path:
               delivers with the least client work, the baseline of the ``x engine`` column
   handle      a Serve deployment handle (``LLMServer.stream_tokens``), no HTTP
   serve       HTTP through Serve's proxy, SSE, one chunk per token (``stream_interval`` 1)
-  serve-tput  the same with ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` (Serve's throughput settings)
+  serve-tput  the same with ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` (Serve's throughput settings;
+              ``serve-tput-N`` with chunks of N tokens)
   serve-N     HTTP through Serve's proxy, chunks of N tokens after the first (N = 4, 8, 16)
+  serve-lean-N  (not in the default list) serve-N with only the settings of the throughput mode that
+              open no port: user code on Ray's own event loop, the router on the proxy's loop, the
+              access log buffered (``LEAN_SERVE_ENV``)
   haproxy     HTTP through Serve's HAProxy ingress (``RAY_SERVE_ENABLE_HA_PROXY=1``), when the
               ``haproxy`` binary is installed; ``haproxy-N``: with chunks of N tokens
   uvicorn     the same FastAPI app under uvicorn in its own process, no Ray
 
 For each: tokens/s, time to first token p50/p99, inter-token latency p50/p99 (a chunk's gap
 shared by its tokens), tokens per chunk, and CPU seconds per 1,000 tokens of each process on the
-path (client, proxy, replica or server, haproxy).  The last line is ``ratio N.NN``: the
+path (client, proxy, replica or server, the engine's own process, haproxy).  The last line is ``ratio N.NN``: the
 ``--target`` path's tokens/s at the highest concurrency over the engine's in process.
 
     python bench/serve_path.py                                  # every path, 1 16 32 64
@@ -46,6 +50,8 @@ sys.path.insert(0, str(HERE))
 
 PATHS = ["engine", "engine-quiet", "handle", "serve", "serve-tput", "serve-4", "serve-8", "serve-16", "haproxy", "haproxy-8",
          "uvicorn"]
+LEAN_SERVE_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0", "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+                  "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000"}
 THREADS = 1  # torch threads of the engine, wherever it runs (the replica reserves one CPU)
 
 
@@ -318,6 +324,8 @@ def uvicorn_server(model: str, port: int, batch: int, queue: int) -> None:
 
 def env_for(path: str) -> dict[str, str] | None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_SERVE_LOG_TO_STDERR": "0"}
+    if path.startswith("serve-lean"):
+        env.update(LEAN_SERVE_ENV)
     if path.startswith("serve-tput"):
         env["RAY_SERVE_THROUGHPUT_OPTIMIZED"] = "1"
     if path.startswith("haproxy"):

@@ -111,7 +111,8 @@ async def stream_tpot(url: str, model: str, texts: list[str], max_tokens: int) -
                 async for line in response.aiter_lines():
                     if line.startswith("data:") and line.strip() != "data: [DONE]" and json.loads(line[5:])["choices"]:
                         times.append(time.perf_counter())
-            gaps.append((times[-1] - times[0]) / max(len(times) - 1, 1))
+            # per token, whatever the chunking: the first chunk is the first token, ignore_eos makes the rest exact
+            gaps.append((times[-1] - times[0]) / max(max_tokens - 1, 1))
     return sum(gaps) / len(gaps)
 
 

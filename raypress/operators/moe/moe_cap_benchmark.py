@@ -43,7 +43,7 @@ from raypress.operators.moe.cap.http_client import HttpTarget
 from raypress.operators.moe.cap.in_process import InProcessTarget
 from raypress.operators.moe.cap.levels import SETTLE_S, run_level
 from raypress.operators.moe.cap.report import event_fields, level_metrics, write_report
-from raypress.operators.moe.cap.systems import NAMES as SYSTEM_NAMES, hf_generate_level, kernels_off_level
+from raypress.operators.moe.cap.systems import NAMES as SYSTEM_NAMES, engine_level, hf_generate_level
 from raypress.operators.moe.cap.target import BenchmarkTarget
 from raypress.operators.moe.cap.params import CapBenchmarkParams
 from raypress.operators.registry import register
@@ -291,10 +291,12 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
         others = []
         try:
             for name in p.systems:
-                if name == "kernels_off":
-                    run, lls = await kernels_off_level(model_dir, prompts, top, p.max_tokens, p.temperature,
-                                                       p.timeout_s, choice_pairs)
-                    extra = {"implementation": "raypress Engine, continuous batching, torch expert path (sorted_moe)"}
+                if name in ("engine", "kernels_off"):
+                    kernels = name == "engine"
+                    run, lls = await engine_level(model_dir, prompts, top, p.max_tokens, p.temperature,
+                                                  p.timeout_s, choice_pairs, kernels)
+                    path = "its kernels" if kernels else "torch expert path (sorted_moe)"
+                    extra = {"implementation": f"raypress Engine in process, continuous batching, {path}"}
                 else:
                     run, lls, extra = await asyncio.to_thread(hf_generate_level, model_dir, prompts, top, p.max_tokens,
                                                               choice_pairs, int(info["max_len"]))

@@ -41,10 +41,11 @@ class CapBenchmarkParams(Params):
                                   "non-overlapping windows of context_words + continuation_words words, taken "
                                   "round-robin over the texts up to choice_questions (0: every window; 1: one "
                                   "question per text, its opening words)")
-    systems: list[Literal["kernels_off", "hf_generate"]] = Field(
+    systems: list[Literal["engine", "kernels_off", "hf_generate"]] = Field(
         default_factory=list, description="other systems run in this process on the same checkpoint and prompts "
-        "at the highest concurrency, for the systems radar: kernels_off (the raypress engine with the torch "
-        "expert path), hf_generate (Hugging Face transformers' generate, static batches)")
+        "at the highest concurrency, for the systems radar: engine (the raypress engine in process: what the "
+        "served path costs), kernels_off (the raypress engine with the torch expert path), hf_generate "
+        "(Hugging Face transformers' generate, static batches)")
 
     @model_validator(mode="after")
     def _choices(self) -> "CapBenchmarkParams":

@@ -4,6 +4,8 @@ Why: concurrency levels of one server are one system measured several times; MoE
 systems.  Beside the benchmarked target (raypress: its kernels and continuous batching) this module
 runs, in this process and on the same prompts:
 
+- ``engine``: the raypress engine itself in this process (its kernels, no HTTP, no Serve): what the
+  served path costs against the engine it serves;
 - ``kernels_off``: the raypress engine with the MoE layers' custom kernels replaced by the plain
   torch path (``models.moe.sorted_moe``): what the kernels are worth;
 - ``hf_generate``: Hugging Face ``transformers``' own ``generate`` (static batches of the level's
@@ -26,20 +28,22 @@ from typing import Any
 from raypress.operators.moe.cap.levels import LevelRun, run_level
 from raypress.operators.moe.cap.target import CompletionResult
 
-SYSTEMS = ("kernels_off", "hf_generate")
-NAMES = {"kernels_off": "raypress, kernels off", "hf_generate": "HF transformers generate"}
+SYSTEMS = ("engine", "kernels_off", "hf_generate")
+NAMES = {"engine": "raypress engine in process", "kernels_off": "raypress, kernels off",
+         "hf_generate": "HF transformers generate"}
 
 
-async def kernels_off_level(model_dir: str | Path, prompts: Sequence[str], concurrency: int, max_tokens: int,
-                            temperature: float, timeout_s: float,
-                            pairs: Sequence[tuple[str, str]] = ()) -> tuple[LevelRun, list[tuple[float, bool]]]:
-    """The raypress engine in this process with the torch expert path instead of the kernels: one
-    level at ``concurrency`` and, for ``pairs``, the log-likelihoods (multiple choice)."""
+async def engine_level(model_dir: str | Path, prompts: Sequence[str], concurrency: int, max_tokens: int,
+                       temperature: float, timeout_s: float, pairs: Sequence[tuple[str, str]] = (),
+                       kernels: bool = True) -> tuple[LevelRun, list[tuple[float, bool]]]:
+    """The raypress engine in this process (``kernels`` False: the torch expert path instead of the
+    kernels): one level at ``concurrency`` and, for ``pairs``, the log-likelihoods (multiple choice)."""
     from raypress.models.moe import sorted_moe
     from raypress.operators.moe.cap.in_process import InProcessTarget
 
     target = InProcessTarget(model_dir, max_batch_size=concurrency)
-    target.engine.model.set_expert_fn(sorted_moe)
+    if not kernels:
+        target.engine.model.set_expert_fn(sorted_moe)
     try:
         await target.complete(prompts[0], 2, temperature)  # warm-up
         mark = max((int(s["step"]) for s in target.steps_since(-1)), default=-1)
