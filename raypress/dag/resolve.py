@@ -24,10 +24,17 @@ import yaml
 
 from raypress.dag.fingerprint import is_path_key
 from raypress.dag.spec import RESOLVED_KEY, PipelineSpec, Problem, Resolution
-from raypress.dag.validate import PipelineInvalid, ValidatedPipeline, VNode, print_notices, read_pipeline_spec, validate
+from raypress.dag.validate import (
+    RUN_DIR_TOKEN,
+    PipelineInvalid,
+    ValidatedPipeline,
+    VNode,
+    print_notices,
+    read_pipeline_spec,
+    validate,
+)
 from raypress.operators.base import OpKind
 
-RUN_DIR_TOKEN = "{run_dir}"
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,7 @@ def resolve_pipeline(path: str | Path, overrides=(), run_dir: str | None = None,
     run_root = _absolute(run_dir or default_run_dir(spec.name + run_dir_suffix), base)
     for node in spec.nodes:
         node.params = _resolved_params(node.params, run_root, base)
-    vp = validate(spec)
+    vp = validate(spec, run_dir=run_root)
     if stats_mode:
         _to_stats_mode(vp)
     if not (cluster_address or spec.ray_address):

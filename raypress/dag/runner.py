@@ -24,16 +24,12 @@ from raypress.dag.run_artifacts import RunArtifacts, read_materialized
 from raypress.dag.run_lock import RunLock
 from raypress.dag.schedule import run_steps, step_nodes, step_reads
 from raypress.dag.store import RunStore, config_hashes
-from raypress.dag.validate import VNode
+from raypress.dag.validate import RUN_DIR_INTERNALS, VNode
 from raypress.operators.base import OpKind, RunContext
 from raypress.schema import ArtifactType
 
 __all__ = ["RunFailed", "Runner", "describe_error", "run_pipeline", "step_nodes", "step_reads"]
 
-# What the run directory holds of its own: never an input of a step (another writer's destination
-# inside it may be: a reader of it is fingerprinted like any other file)
-RUN_DIR_INTERNALS = ("nodes", "state", "rejects", "quarantine", "models", "reports", "events.jsonl",
-                     "ledger.json", "ledger.json.tmp", "pipeline.yaml", "pipeline.yaml.tmp", ".lock")
 
 
 def run_pipeline(path: str, run_dir: str | None = None, overrides=(), address: str | None = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import shutil
 import threading
 import time
@@ -20,7 +21,9 @@ from raypress.dag.validate import ValidatedPipeline
 
 
 def default_run_dir(name: str) -> str:
-    return str(Path("runs") / name / datetime.now().strftime("%Y%m%d-%H%M%S"))
+    """``runs/<name>/<YYYYmmdd-HHMMSS>-<4 hex>``: the suffix keeps runs started in one second apart (a
+    ``--set`` sweep from a script); the timestamp first, so the folders still sort by start."""
+    return str(Path("runs") / name / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}")
 
 
 def config_hashes(vp: ValidatedPipeline) -> dict[str, str]:

@@ -110,7 +110,9 @@ def print_notices(spec: PipelineSpec) -> None:
         print(f"note: {notice}", file=sys.stderr)
 
 
-def validate(spec: PipelineSpec) -> ValidatedPipeline:
+def validate(spec: PipelineSpec, run_dir: str | None = None) -> ValidatedPipeline:
+    """Every problem of ``spec`` at once; ``run_dir``: the run directory its ``{run_dir}`` became
+    (a resolved file records its own), which no writer may hold or write into."""
     problems = list(spec.problems)
     f = spec.doc.file
     known = known_names()
@@ -212,7 +214,7 @@ def validate(spec: PipelineSpec) -> ValidatedPipeline:
         problems.extend(_check_columns(nodes, order, specs, spec))
     problems.extend(_check_settings(spec))
     problems.extend(_check_code(nodes, specs, spec))
-    problems.extend(_check_writer_destinations(nodes, specs, spec))
+    problems.extend(_check_writer_destinations(nodes, specs, spec, run_dir))
     if problems:
         raise PipelineInvalid(sorted(problems, key=lambda p: (p.file != f, p.line or 0)))
     return ValidatedPipeline(spec=spec, nodes=nodes, order=order)
@@ -321,8 +323,10 @@ def _check_columns(nodes, order, specs, spec) -> list[Problem]:
     return problems
 
 
-def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: PipelineSpec) -> list[Problem]:
-    """Two writers with one destination (or one inside the other) would replace each other's files.
+def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: PipelineSpec,
+                               run_dir: str | None = None) -> list[Problem]:
+    """Two writers with one destination (or one inside the other) would replace each other's files,
+    and a writer in the run directory's own folders would replace the run's (``run_dir_clash``).
 
     Linear in the writers (times path depth): each path is looked up among those claimed before it,
     its ancestors among them, and it among their ancestors."""
@@ -331,9 +335,16 @@ def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: Pipel
     problems: list[Problem] = []
     claimed: dict[str, str] = {}  # normalized path -> node id, in the YAML's order
     below: dict[str, str] = {}  # every ancestor folder of a claimed path -> the node claiming inside it
+    run_dir = run_dir or (spec.resolution.run_dir if spec.resolution is not None else None)
     for nid, node in nodes.items():
         path = getattr(node.params, "path", None) if node.kind == OpKind.WRITER else None
         if not isinstance(path, str) or not path:
+            continue
+        clash = run_dir_clash(path, run_dir)
+        if clash is not None:
+            ns = specs[nid]
+            problems.append(Problem(spec.doc.file, spec.line(ns.path + ("with", "path")) or spec.line(ns.path),
+                                    clash, node=nid, key="path"))
             continue
         norm = os.path.normpath(os.path.abspath(os.path.expanduser(path)))  # `{run_dir}` stays literal
         ancestors = _ancestors(norm)
@@ -350,6 +361,51 @@ def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: Pipel
         for a in ancestors:
             below.setdefault(a, nid)
     return problems
+
+
+# What the run directory holds of its own (``store.RunStore``): never a writer's destination, never an
+# input of a step (another writer's destination inside the run directory may be either)
+RUN_DIR_INTERNALS = ("nodes", "state", "rejects", "quarantine", "models", "reports", "events.jsonl",
+                     "ledger.json", "ledger.json.tmp", "pipeline.yaml", "pipeline.yaml.tmp", ".lock")
+RUN_DIR_TOKEN = "{run_dir}"
+_INTERNAL_WHAT = {"nodes": "materialized outputs", "state": "what each step read and wrote, for resume",
+                  "rejects": "filtered rows with their op and reason", "quarantine": "failed rows with their errors",
+                  "models": "trained models", "reports": "reports"}
+
+
+def run_dir_clash(path: str, run_dir: str | None = None) -> str | None:
+    """Why ``path`` may not be a writer's destination, or None: the run directory itself, one of its
+    own folders or files (``{run_dir}/rejects``, ...), or (once the run directory is known) a folder
+    holding it. Why: the run refused "files raypress did not write" there, and ``overwrite: true``
+    deleted the run's rejected rows while the ledger still counted them."""
+    import os
+
+    def inside(rel: str, shown: str) -> str | None:
+        parts = [p for p in rel.replace(os.sep, "/").split("/") if p not in ("", ".")]
+        if not parts:
+            return (f"{shown!r} is the run directory itself, which holds the run's own files; write to a "
+                    f"folder of your own in it, e.g. '{RUN_DIR_TOKEN}/out'")
+        if parts[0] in RUN_DIR_INTERNALS:
+            where = "is" if len(parts) == 1 else "is inside"
+            what = _INTERNAL_WHAT.get(parts[0], "its own files")
+            return (f"{shown!r} {where} the run's own {parts[0]!r} (where the run keeps {what}); write "
+                    f"to a folder of your own, e.g. '{RUN_DIR_TOKEN}/out/{'/'.join(parts)}'")
+        return None
+
+    if path == RUN_DIR_TOKEN or path.startswith(RUN_DIR_TOKEN + "/"):
+        return inside(path[len(RUN_DIR_TOKEN):], path)
+    if run_dir is None or RUN_DIR_TOKEN in path:
+        return None
+    norm = os.path.normpath(os.path.abspath(os.path.expanduser(path)))
+    root = os.path.normpath(run_dir)
+    if root == norm or root.startswith(norm.rstrip(os.sep) + os.sep):
+        if root == norm:
+            return inside("", path)
+        return (f"{path!r} holds the run directory {root}: with overwrite the run's own files there would "
+                f"be replaced; write to a folder of your own, e.g. '{RUN_DIR_TOKEN}/out'")
+    if norm.startswith(root + os.sep):
+        return inside(os.path.relpath(norm, root), path)
+    return None
 
 
 def _ancestors(path: str) -> list[str]:

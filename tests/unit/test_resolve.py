@@ -45,7 +45,7 @@ def test_relative_paths_and_run_dir_become_absolute_as_run_reads_them(tmp_path):
 def test_run_dir_defaults_to_runs_under_the_base_directory(tmp_path):
     recipe = tmp_path / "qs.yaml"
     recipe.write_text("nodes:\n  - {id: a, op: read_jsonl, with: {paths: [x.jsonl]}}\n")
-    assert re.fullmatch(r"/work/here/runs/qs/\d{8}-\d{6}", str(resolve_pipeline(recipe, base_dir="/work/here").run_dir))
+    assert re.fullmatch(r"/work/here/runs/qs/\d{8}-\d{6}-[0-9a-f]{4}", str(resolve_pipeline(recipe, base_dir="/work/here").run_dir))
     assert str(resolve_pipeline(recipe, run_dir="/abs/r1", base_dir="/work/here").run_dir) == "/abs/r1"
 
 
