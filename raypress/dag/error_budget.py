@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +44,42 @@ def first_error(qdir: Path, node_id: str) -> str:
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line for the ledger and the CLI: what stopped the run."""
+    """One line for the ledger and the CLI: what stopped the run (no terminal colour codes: Ray's
+    task errors carry them; a full disk said first, wherever in the chain it was)."""
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (Ctrl-C / SIGINT)"
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    full = without_ansi(str(exc)).strip()
+    no_space = no_space_left(exc, full)
+    if no_space is not None:
+        return no_space
+    text = full.splitlines()[0] if full else ""
     name = type(exc).__name__
     return text if isinstance(exc, RunFailed) else f"{name}: {text}" if text else name
+
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+_NO_SPACE = re.compile(r"No space left on device(?:: '([^']+)')?", re.IGNORECASE)
+
+
+def without_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def no_space_left(exc: BaseException, text: str) -> str | None:
+    """``no space left on device at PATH`` when a disk filled anywhere in ``exc``'s chain (Ray wraps a
+    worker's OSError in a task error whose first line names the task, and says the cause later)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno == errno.ENOSPC:
+            return f"no space left on device at {current.filename}" if current.filename else _from_text(text)
+        cause = getattr(current, "cause", None)  # ray.exceptions.RayTaskError keeps the worker's exception here
+        current = cause if isinstance(cause, BaseException) else (current.__cause__ or current.__context__)
+    return _from_text(text) if _NO_SPACE.search(text) else None
+
+
+def _from_text(text: str) -> str:
+    match = _NO_SPACE.search(text)
+    path = match.group(1) if match else None
+    return f"no space left on device at {path}" if path else "no space left on device (the error names no path)"

@@ -241,3 +241,26 @@ def test_a_raylet_killed_just_before_the_run_ended_is_named_though_still_a_zombi
         run.wait()
         if keeper_pid is not None:
             os.kill(keeper_pid, signal.SIGKILL)
+
+
+def test_a_full_disk_is_said_plainly_without_colour_codes():
+    """Issue 32 case 4. Before: ``RayTaskError(UserCodeException): [36mray::MapBatches(...)`` with ANSI
+    codes, in the message and the ledger, "No space left on device" only in later lines."""
+    import errno as errno_
+
+    from raypress.dag.error_budget import describe_error
+
+    class TaskError(Exception):  # Ray's RayTaskError keeps the worker's exception as ``cause``
+        def __init__(self, message: str, cause: BaseException) -> None:
+            super().__init__(message)
+            self.cause = cause
+
+    disk = OSError(errno_.ENOSPC, "No space left on device", "/mnt/small/out/part-0.jsonl")
+    wrapped = TaskError("\x1b[36mray::MapBatches(StreamingOpRunner)\x1b[39m (pid=1)\n  more", disk)
+    assert describe_error(wrapped) == "no space left on device at /mnt/small/out/part-0.jsonl"
+    chained = RuntimeError("\x1b[36mray::Write()\x1b[39m failed")
+    chained.__cause__ = OSError(errno_.ENOSPC, "No space left on device")
+    text_only = RuntimeError("\x1b[31mboom\x1b[0m\nOSError: [Errno 28] No space left on device: '/data/x.parquet'")
+    assert describe_error(text_only) == "no space left on device at /data/x.parquet"
+    assert describe_error(chained).startswith("no space left on device")
+    assert describe_error(RuntimeError("\x1b[36mray::Map()\x1b[39m: bad row")) == "RuntimeError: ray::Map(): bad row"
