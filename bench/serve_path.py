@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -210,11 +211,9 @@ def path_processes(server_pid: int | None = None) -> dict[str, Any]:
 def cpu_seconds(roles: dict[str, Any]) -> dict[str, float]:
     out = {}
     for role, proc in roles.items():
-        try:
+        with contextlib.suppress(Exception):  # a process gone: no figure for it
             t = proc.cpu_times()
             out[role] = t.user + t.system
-        except Exception:  # noqa: BLE001 - a process gone: no figure for it
-            pass
     return out
 
 
@@ -301,11 +300,9 @@ def wait_for(url: str, timeout: float = 120) -> None:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(httpx.HTTPError):  # not listening yet
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return
-        except httpx.HTTPError:
-            pass
         time.sleep(0.2)
     raise RuntimeError(f"{url} did not come up")
 

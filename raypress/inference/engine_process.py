@@ -18,6 +18,7 @@ the vocabulary, a full queue, a stopped engine) are answered in the parent, sync
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import socket
@@ -144,10 +145,8 @@ class EngineProcess(TokenizerText):
                 return
             self._stopped = True
         if self._process.poll() is None:
-            try:
+            with contextlib.suppress(EngineStopped):  # gone meanwhile: nothing left to stop
                 self._send(("stop",))
-            except EngineStopped:
-                pass
         self._reader.join(timeout)
         try:
             self._process.wait(timeout)
@@ -286,27 +285,29 @@ def _child_main(conn: Any, path: str, options: dict[str, Any]) -> None:
     engine.start()
     conn.send(("ready", {"config": engine.model.config, "max_len": engine.max_len,
                          "device": str(engine.device), "dtype": engine.dtype}))
-    handles: dict[str, RequestHandle] = {}
     try:
-        while True:
-            if conn.poll(FLUSH_S):
-                message = conn.recv()
-                if message[0] == "stop":
-                    break
-                _obey(engine, outbox, handles, message)
-            outbox.flush()
-            if handles:
-                for request_id in [r for r, h in handles.items() if h.finished]:
-                    del handles[request_id]
-    except (EOFError, OSError):  # the parent is gone
-        pass
+        with contextlib.suppress(EOFError, OSError):  # the parent is gone: stop as if told to
+            _serve_requests(conn, engine, outbox)
     finally:
         engine.stop(timeout=10)
-        try:
+        with contextlib.suppress(BrokenPipeError, OSError):  # the parent may be gone
             outbox.flush()
             conn.send(("stopped",))
-        except (BrokenPipeError, OSError):
-            pass
+
+
+def _serve_requests(conn: Any, engine: Engine, outbox: _Outbox) -> None:
+    """Take the parent's messages until it says stop; send what the step thread left between steps."""
+    handles: dict[str, RequestHandle] = {}
+    while True:
+        if conn.poll(FLUSH_S):
+            message = conn.recv()
+            if message[0] == "stop":
+                return
+            _obey(engine, outbox, handles, message)
+        outbox.flush()
+        if handles:
+            for request_id in [r for r, h in handles.items() if h.finished]:
+                del handles[request_id]
 
 
 def _obey(engine: Engine, outbox: _Outbox, handles: dict[str, RequestHandle], message: tuple[Any, ...]) -> None:
