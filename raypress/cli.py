@@ -26,12 +26,13 @@ def _load_or_exit(file: str, overrides: list[str]):
 
 
 def _resolve_or_exit(file: str, overrides: list[str], run_dir: Optional[str], address: Optional[str] = None,
-                     stats_mode: bool = False, run_dir_suffix: str = ""):
+                     stats_mode: bool = False, run_dir_suffix: str = "", inputs_here: bool = True):
     """The pipeline as this run will run it (``dag.resolve``), or every problem and exit 2."""
     from raypress.dag.resolve import resolve_pipeline
 
     return _or_exit(file, lambda: resolve_pipeline(file, overrides, run_dir, cluster_address=address,
-                                                   stats_mode=stats_mode, run_dir_suffix=run_dir_suffix))
+                                                   stats_mode=stats_mode, run_dir_suffix=run_dir_suffix,
+                                                   inputs_here=inputs_here))
 
 
 def _or_exit(file: str, load):
@@ -65,12 +66,27 @@ def plan(file: str = typer.Argument(..., help="pipeline YAML"),
 
     vp = _load_or_exit(file, set_)
     rows = describe(make_plan(vp))
+    columns = ("step", "node", "op", "kind", "inputs", "resources", "materialized")
+    if len(rows) > _RICH_TABLE_ROWS:  # rich lays a table out in ~1 ms a row: 65,000 rows would take a minute
+        print(f"plan: {vp.spec.name} ({len(rows):,} nodes)")
+        sys.stdout.writelines(plain_table([[str(r[c]) for c in columns] for r in rows], columns))
+        return
     table = Table(title=f"plan: {vp.spec.name}")
-    for col in ("step", "node", "op", "kind", "inputs", "resources", "materialized"):
+    for col in columns:
         table.add_column(col)
     for r in rows:
-        table.add_row(*(str(r[c]) for c in ("step", "node", "op", "kind", "inputs", "resources", "materialized")))
+        table.add_row(*(str(r[c]) for c in columns))
     out.print(table)
+
+
+_RICH_TABLE_ROWS = 500
+
+
+def plain_table(rows: list[list[str]], header: tuple[str, ...]) -> list[str]:
+    """Lines of a table aligned by its widest cells, two spaces apart: linear in its rows."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip() + "\n"
+            for cells in (list(header), *rows)]
 
 
 def _event_printer(event: dict) -> None:
@@ -159,6 +175,8 @@ def run(file: str = typer.Argument(..., help="pipeline YAML (or a run directory'
 def _run_in_process(resolved, address: Optional[str], ray_host: Optional[str] = None, take_lock: bool = True,
                     ) -> Optional[dict]:
     from raypress.dag.run_lock import RunDirLocked
+    from raypress.dag.cancel import RunCancelled
+    from raypress.dag.error_budget import describe_error
     from raypress.dag.runner import RunFailed, Runner
 
     vp = resolved.vp
@@ -168,12 +186,15 @@ def _run_in_process(resolved, address: Optional[str], ray_host: Optional[str] = 
         ledger = runner.run(take_lock=take_lock).to_json()
     except RunDirLocked:
         raise
+    except RunCancelled as exc:  # one line; the ledger says `status: cancelled`
+        console.print(f"[bold yellow]run {exc}[/] (ledger: {runner.store.root}/ledger.json)")
+        raise typer.Exit(exc.exit_code)
     except RunFailed as exc:
         console.print(f"[bold red]run failed:[/] {escape(str(exc))}")
         console.print(f"ledger: {runner.store.root}/ledger.json (status: failed)", markup=False)
         raise typer.Exit(1)
     except (Exception, KeyboardInterrupt) as exc:  # an op or stage crashed: one clear line, the traceback in events.jsonl
-        console.print(f"[bold red]run failed:[/] {type(exc).__name__}: {escape(str(exc))}")
+        console.print(f"[bold red]run failed:[/] {escape(runner.ledger.error or describe_error(exc))}")
         console.print(f"(details in {runner.store.root}/events.jsonl; ledger.json says status: failed)")
         raise typer.Exit(1)
     print_ledger(ledger)
@@ -236,7 +257,8 @@ def submit(file: str = typer.Argument(..., help="pipeline YAML"),
     from raypress.cluster import ClusterError, submit_resolved
 
     # model files are found on the cluster, where the ops run: not pinned here
-    resolved = _resolve_or_exit(file, set_, run_dir, address=address or "auto")
+    # and its inputs on the cluster's storage, which its probe checks
+    resolved = _resolve_or_exit(file, set_, run_dir, address=address or "auto", inputs_here=False)
     try:
         status = submit_resolved(resolved, address, extra_pip=list(pip) or None, follow=not no_follow,
                                  check=not no_check,

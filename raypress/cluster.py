@@ -119,7 +119,8 @@ def submit_pipeline(
     from raypress.dag.validate import PipelineInvalid
 
     try:  # model files are found on the cluster, where the ops run: not pinned here
-        resolved = resolve_pipeline(pipeline_path, list(overrides), run_dir, cluster_address=address or "auto")
+        resolved = resolve_pipeline(pipeline_path, list(overrides), run_dir, cluster_address=address or "auto",
+                                    inputs_here=False)  # the cluster's probe checks its own
     except PipelineInvalid as e:
         first = e.problems[0]
         more = f" (and {len(e.problems) - 1} more: raypress validate lists every problem)" if len(e.problems) > 1 else ""
@@ -430,6 +431,8 @@ def connect(address: str | None) -> JobSubmissionClient:
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
+    from raypress.dag.cluster_auth import refused_message
+
     address = address or next((os.environ[v] for v in ADDRESS_ENV_VARS if os.environ.get(v)), None)
     if not address:
         raise ClusterError(
@@ -444,6 +447,8 @@ def connect(address: str | None) -> JobSubmissionClient:
                 if not _use_local_token():
                     raise
                 return JobSubmissionClient(address)
+    except AuthenticationError:  # what to set and where the token is, not Ray's 401 text
+        raise ClusterError(refused_message(address)) from None
     except Exception as e:  # Ray raises ConnectionError/RuntimeError/ValueError with multi-line text
         raise ClusterError(f"cannot use the Ray cluster at {address}: {_one_line(e)}") from e
 

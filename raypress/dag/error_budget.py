@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from raypress.dag.cancel import RunCancelled
 from raypress.dag.validate import VNode
 
 
@@ -48,6 +49,8 @@ def describe_error(exc: BaseException) -> str:
     task errors carry them; a full disk said first, wherever in the chain it was)."""
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (Ctrl-C / SIGINT)"
+    if isinstance(exc, RunCancelled):
+        return str(exc)  # "cancelled by SIGTERM"
     full = without_ansi(str(exc)).strip()
     no_space = no_space_left(exc, full)
     if no_space is not None:
@@ -80,6 +83,7 @@ def no_space_left(exc: BaseException, text: str) -> str | None:
 
 
 def _from_text(text: str) -> str:
-    match = _NO_SPACE.search(text)
-    path = match.group(1) if match else None
+    """The first path a "No space left on device: 'PATH'" in ``text`` names (Ray's text of a
+    worker's error chain lists the bare OSError first, then the one the sink named)."""
+    path = next((m.group(1) for m in _NO_SPACE.finditer(text) if m.group(1)), None)
     return f"no space left on device at {path}" if path else "no space left on device (the error names no path)"

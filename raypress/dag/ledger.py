@@ -19,7 +19,7 @@ from raypress.schema import TombstoneKind
 class Ledger:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-    status: str = "running"  # running | succeeded | failed: a ledger never claims more than the run did
+    status: str = "running"  # running | succeeded | failed | cancelled (by a signal): never more than the run did
     error: str | None = None  # why a failed run stopped
     unfinished: list[str] = field(default_factory=list)  # nodes a failed run did not finish
     warnings: list[str] = field(default_factory=list)  # the run added up, but a node did something suspect

@@ -32,6 +32,10 @@ The assumptions (Ray 2.60):
    its slot ~0.2 s after it finished.  Tasks as short as a JSON Lines span's (0.16 s) then kept half
    the CPUs busy: 50% at 0.1 s, 78% at 0.02 s (``python bench/task_dispatch.py``), for about the same
    driver CPU.
+10. ``gcs_refuses_token``: a GCS answers ``NodeInfoGcsService/GetClusterId`` over a channel from
+   ``ray._private.grpc_utils.init_grpc_channel`` (which adds this process's token, if any) with gRPC
+   status UNAUTHENTICATED when token auth is on and the token is missing or wrong; ``ray.init``
+   instead retried for ~20 s, printing a C++ warning a second, and raised a bare ``ConnectionError``.
 6. ``keep_rows_in_order``: with ``preserve_order``, ``take_all`` returns a segment's per-block tallies in
    block order however the blocks finish (``sink.number_parts`` numbers the parts by it).
 """
@@ -89,6 +93,25 @@ def enable_token_auth_if_available() -> bool:
     )
 
     return maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def gcs_refuses_token(address: str, timeout_s: float = 5.0) -> bool:
+    """Whether the GCS at ``host:port`` turns this process's Ray token down (assumption 10): one
+    call, ``timeout_s`` at most; any other failure (unreachable, not a GCS) is False, for
+    ``ray.init`` to report as it does."""
+    import grpc
+    from ray._private.grpc_utils import init_grpc_channel
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    channel = init_grpc_channel(address)
+    try:
+        gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).GetClusterId(
+            gcs_service_pb2.GetClusterIdRequest(), timeout=timeout_s)
+    except grpc.RpcError as exc:
+        return exc.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        channel.close()
+    return False
 
 
 def serve_start(**options: Any) -> Any:

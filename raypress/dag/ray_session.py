@@ -108,6 +108,9 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: st
     if address:
         # a loopback address (a local cluster, or the session's own Ray joined by a `raypress serve`):
         # keep 127.0.0.1, which Ray would otherwise swap for the outward IP, where nothing listens
+        from raypress.dag.cluster_auth import check_cluster_token
+
+        check_cluster_token(address)
         guard = loopback_node_ip() if _address_is_loopback(address) else contextlib.nullcontext()
         with guard:
             ray.init(address=address, **kwargs)

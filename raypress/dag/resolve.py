@@ -68,7 +68,7 @@ class ResolvedPipeline:
 
 def resolve_pipeline(path: str | Path, overrides=(), run_dir: str | None = None, *,
                      base_dir: str | None = None, cluster_address: str | None = None,
-                     stats_mode: bool = False, run_dir_suffix: str = "") -> ResolvedPipeline:
+                     stats_mode: bool = False, run_dir_suffix: str = "", inputs_here: bool = True) -> ResolvedPipeline:
     """The pipeline ``path`` with ``overrides`` as it will run in ``run_dir`` (default
     ``runs/<name>/<timestamp>`` under ``base_dir``, which defaults to the current directory).
 
@@ -77,7 +77,9 @@ def resolve_pipeline(path: str | Path, overrides=(), run_dir: str | None = None,
     unless the run goes to a cluster (``cluster_address``, or a recipe's ``ray_address``), where
     they are looked up on the machine that runs the op.  ``stats_mode``: every filter computes its
     stats and drops nothing (``raypress analyze``; its default run directory is named with
-    ``run_dir_suffix``), written into the file as ``mode: stats``.
+    ``run_dir_suffix``), written into the file as ``mode: stats``.  ``inputs_here``: the run lists
+    its input files on this machine, so a reader pattern matching nothing here is a problem (not
+    for ``submit``: the cluster may mount what this machine does not).
     Raises :class:`PipelineInvalid` listing every problem, at the user's file and line."""
     from raypress.dag.store import default_run_dir
 
@@ -90,7 +92,7 @@ def resolve_pipeline(path: str | Path, overrides=(), run_dir: str | None = None,
     run_root = _absolute(run_dir or default_run_dir(spec.name + run_dir_suffix), base)
     for node in spec.nodes:
         node.params = _resolved_params(node.params, run_root, base)
-    vp = validate(spec, run_dir=run_root)
+    vp = validate(spec, run_dir=run_root, check_inputs=inputs_here)
     if stats_mode:
         _to_stats_mode(vp)
     if not (cluster_address or spec.ray_address):
@@ -115,7 +117,7 @@ def _already_resolved(spec: PipelineSpec, recorded: Resolution, overrides, run_d
         problems.append(Problem(where, None, "analyze a source pipeline, not a resolved one"))
     if problems:
         raise PipelineInvalid(problems)
-    vp = validate(spec)
+    vp = validate(spec, check_inputs=True)  # where it runs: a submitted job's driver on the cluster
     vp.freeze()
     return ResolvedPipeline(vp, recorded, render(vp, recorded))
 

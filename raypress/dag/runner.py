@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from raypress.artifacts import Artifact, ModelArtifact, ReportArtifact
+from raypress.dag.cancel import RunCancelled, cancel_on_signals
 from raypress.dag.destination import Destination, DestinationConflict
-from raypress.dag.error_budget import RunFailed, describe_error
+from raypress.dag.error_budget import RunFailed, describe_error, without_ansi
 from raypress.dag.execute import ExecutionPolicy
 from raypress.dag.fingerprint import digest, files_under, input_change, input_files, output_change
 from raypress.dag.ledger import Ledger, check_edges, entry
@@ -72,6 +73,11 @@ class Runner:
         if event.get("event") == "ids_assigned" and event.get("node") in self.ledger.nodes:
             # how many rows a reader gave an id (theirs was missing or repeated): the ledger says so
             self.ledger.nodes[event["node"]]["ids_assigned"] = event.get("assigned", 0)
+        if event.get("event") == "surrogates_replaced" and event.get("node") in self.ledger.nodes:
+            rows = event.get("rows", 0)
+            self.ledger.nodes[event["node"]]["surrogates_replaced"] = rows
+            self.warn(event["node"], f"{rows} row(s) held a lone surrogate (half of a UTF-16 pair, escaped in "
+                                     "the JSON), which no UTF-8 text can hold: kept, with U+FFFD in its place")
         if self.on_event is not None:
             self.on_event(event)
 
@@ -81,9 +87,16 @@ class Runner:
         self.emit({"event": "warning", "node": node, "message": message})
 
     def _warn_total_drops(self) -> None:
-        """A node that took rows in and let none through is a bug until shown otherwise: say so."""
+        """A node that took rows in and let none through is a bug until shown otherwise, and a reader
+        that gave none is usually the wrong file: say so."""
         for nid in self.vp.order:
             e = self.ledger.nodes.get(nid)
+            if e and e["kind"] == "reader" and e["rows_out"] == 0:  # an empty file, or every record bad
+                bad = f" ({e['quarantined']} records quarantined)" if e["quarantined"] else ""
+                paths = getattr(self.vp.nodes[nid].params, "paths", None) or []
+                self.warn(nid, f"read 0 rows{bad} from {', '.join(map(str, paths[:3])) or 'its input'}"
+                               f"{' ...' if len(paths) > 3 else ''}: everything below it ran on nothing")
+                continue
             if not e or e.get("transforms") or e["kind"] in ("writer", "reader") or not e["rows_in"]:
                 continue
             if e["rows_out"] == 0:
@@ -120,8 +133,10 @@ class Runner:
                    "steps": len(plan.steps)})
         start = time.perf_counter()
         try:
+            cancel_on_signals()
             self._check_destinations()
             ensure_ray(self.address or self.vp.spec.ray_address, host=self.ray_host)  # --address wins
+            cancel_on_signals()  # again: ray.init set its own (a C++ stack dump, then SystemExit)
             keep_rows_in_order()
             start_every_core_at_once()
             notice_finished_tasks_sooner()
@@ -143,12 +158,12 @@ class Runner:
     def _fail(self, exc: BaseException, seconds: float) -> None:
         import traceback
 
-        self.ledger.status = "failed"
+        self.ledger.status = "cancelled" if isinstance(exc, RunCancelled) else "failed"
         self.ledger.error = describe_error(exc)
         self.ledger.unfinished = [nid for nid in self.vp.order if nid not in self.ledger.nodes]
         self._finish_ledger()
-        self.emit({"event": "run_failed", "error": self.ledger.error,
-                   "traceback": traceback.format_exc(limit=8), "seconds": round(seconds, 3)})
+        self.emit({"event": f"run_{self.ledger.status}", "error": self.ledger.error,
+                   "traceback": without_ansi(traceback.format_exc(limit=8)), "seconds": round(seconds, 3)})
 
     def _check_destinations(self) -> None:
         """Every writer's destination, before any work: a conflict found after an hour of work

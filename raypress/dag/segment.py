@@ -66,22 +66,24 @@ def run_segment(nodes: list[VNode], destination: Destination | None, env: Segmen
     start = time.perf_counter()
     if env.cpu_meter is not None:
         env.cpu_meter.start()
-    ds, expected_in, streaming, cut = _source(nodes, env)
-    per_input = nodes[0].kind == OpKind.READER
-    for n in streaming:
-        ds = apply_streaming(ds, n, env.policy, env.artifacts.side(n), env.timer, cut, per_input)
-    sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest, str(rejects), str(quarantine),
-                          bool(env.settings.get("keep_rejects")), env.timer)
-    compute = _sink_compute(env.policy, per_input)
-    tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow", **compute).take_all()
-    number_parts([Path(p) for p in (dest, out_dir, rejects, quarantine) if p is not None], parts_in_order(tallies))
-    busy = env.cpu_meter.utilisation() if env.cpu_meter is not None else None
     chain = [(n.id, n.op_cls.name, n.kind) for n in nodes]
-    totals = sum_tallies(tallies)
-    counted, _ = segment_entries(chain, totals, expected_in, {})
-    try:  # before anything is committed: a run over its error budget leaves no (empty) export behind
+    try:  # whatever stops it before the commit (an error, a full disk, the error budget, a signal)
+        # leaves nothing in the user's destination: no half export, no empty staging folder
+        ds, expected_in, streaming, cut = _source(nodes, env)
+        per_input = nodes[0].kind == OpKind.READER
+        for n in streaming:
+            ds = apply_streaming(ds, n, env.policy, env.artifacts.side(n), env.timer, cut, per_input)
+        sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest, str(rejects),
+                              str(quarantine), bool(env.settings.get("keep_rejects")), env.timer)
+        compute = _sink_compute(env.policy, per_input)
+        tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow", **compute).take_all()
+        number_parts([Path(p) for p in (dest, out_dir, rejects, quarantine) if p is not None],
+                     parts_in_order(tallies))
+        busy = env.cpu_meter.utilisation() if env.cpu_meter is not None else None
+        totals = sum_tallies(tallies)
+        counted, _ = segment_entries(chain, totals, expected_in, {})
         check_error_budget(nodes, counted, float(env.settings.get("max_error_ratio", 0.01)), quarantine)
-    except RunFailed:
+    except BaseException:
         if destination is not None:
             destination.discard_staging()
         raise

@@ -3,8 +3,10 @@ and a small tally per batch, from which the ledger is computed (counts come from
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from raypress.dag.destination import STAGING_SUFFIX
 from raypress.dag.op_timing import flush_times, report_time
 from raypress.dag.ray_compat import SINK_CLASS_NAME
 from raypress.operators.base import Writer
@@ -82,21 +85,25 @@ class SegmentSink:
         if self.writer is not None:
             if live.num_rows:
                 start = time.perf_counter()
-                self.writer.write_batch(live, self.writer_dest, part)
+                with _named(final_destination(self.writer_dest)):
+                    self.writer.write_batch(live, self.writer_dest, part)
                 if self.timer is not None:
                     report_time(self.timer, self.sink_id, time.perf_counter() - start, live.num_rows)
         elif self.output_dir is not None:
-            write_parquet_atomic(live, self.output_dir / f"part-{part}.parquet")
+            with _named(self.output_dir):
+                write_parquet_atomic(live, self.output_dir / f"part-{part}.parquet")
 
     def _write_dead(self, dead: pa.Table, part: str) -> list[tuple[str, str, str, int]]:
         errors = dead.filter(pc.equal(dead.column(KIND_COL), TombstoneKind.ERROR.value))
         removed = dead.filter(pc.not_equal(dead.column(KIND_COL), TombstoneKind.ERROR.value))
         if errors.num_rows:
-            write_parquet_atomic(errors, self.quarantine_dir / f"part-{part}.parquet")
+            with _named(self.quarantine_dir):
+                write_parquet_atomic(errors, self.quarantine_dir / f"part-{part}.parquet")
         if removed.num_rows:
             slim = removed if self.keep_rejects else removed.select(
                 [c for c in (ID_COL, *TOMBSTONE_COLS) if c in removed.column_names])
-            write_parquet_atomic(slim, self.rejects_dir / f"part-{part}.parquet")
+            with _named(self.rejects_dir):
+                write_parquet_atomic(slim, self.rejects_dir / f"part-{part}.parquet")
         grouped = pa.table({
             "node": dead.column(NODE_COL), "kind": dead.column(KIND_COL),
             # duplicates are counted per node, not per kept twin (their reason is the twin's id)
@@ -106,6 +113,28 @@ class SegmentSink:
         # group_by inside a Ray worker can fail with "thread index N is out of range [0, N)"
         }).group_by(["node", "kind", "reason"], use_threads=False).aggregate([("node", "count")])
         return [(r["node"], r["kind"], r["reason"] or "", r["node_count"]) for r in grouped.to_pylist()]
+
+
+@contextlib.contextmanager
+def _named(folder: Path | str | None) -> Iterator[None]:
+    """An OSError that names no file (``write`` on a full disk: ``[Errno 28] No space left on
+    device``) names ``folder``, where it was writing, so the run can say which disk filled."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or folder is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(folder)) from exc
+
+
+def final_destination(staging: str | None) -> str | None:
+    """The user's destination of a writer's staging folder (``.<name>.raypress-staging`` beside it)."""
+    if staging is None:
+        return None
+    path = Path(staging)
+    if path.name.startswith(".") and path.name.endswith(STAGING_SUFFIX):
+        return str(path.with_name(path.name[1:-len(STAGING_SUFFIX)]))
+    return staging
 
 
 def sum_tallies(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], int]:

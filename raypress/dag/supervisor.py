@@ -8,6 +8,7 @@ says so.  It costs one extra Python start (~0.3 s) and nothing while the run wor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -59,7 +60,8 @@ def run_supervised(argv: list[str], resolved: ResolvedPipeline, echo: Callable[[
         # both streams pass through us: Ray prints its own processes' deaths (a raylet's included)
         # to the driver's stdout, Python's errors go to stderr
         child = subprocess.Popen([sys.executable, "-m", "raypress.cli", *argv, IN_PROCESS_FLAG], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 preexec_fn=_hang_up_with_parent(os.getpid()))
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         readers = [threading.Thread(target=_tee, args=(stream, target, tail), daemon=True)
                    for stream, target in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
@@ -69,12 +71,14 @@ def run_supervised(argv: list[str], resolved: ResolvedPipeline, echo: Callable[[
         watch.start()
         rc = _wait(child)
         watch.stop()
+        watch.end_leftovers()  # a child killed with -9 left Ray's agents running for 20 s and more
         for reader in readers:  # Ray's processes may hold the pipes a little longer
             reader.join(timeout=5)
         # a raylet/GCS gone in the same poll as the run is evidence only when the run failed with
         # Ray's own exit code 1 and nothing better was printed (it is listed last: weakest first found)
         late = watch.late_deaths if rc == 1 else []
-        return _settle(run_dir, rc, [*tail, *watch.deaths, *late], list(resolved.vp.order), echo)
+        return _settle(run_dir, rc, [*tail, *watch.deaths, *late], list(resolved.vp.order), echo,
+                       ray_deaths=watch.deaths)
     finally:
         lock.release()
 
@@ -94,6 +98,7 @@ class RayProcessWatch(threading.Thread):
         super().__init__(daemon=True)
         self.root_pid, self.interval = root_pid, interval
         self.seen: dict[int, str] = {}
+        self.started: dict[int, str] = {}  # every process seen below the run: pid -> its start time
         self.deaths: list[str] = []
         self.late_deaths: list[str] = []  # gone in the same poll as the run itself: order unknown
         self._stop_event = threading.Event()
@@ -129,6 +134,8 @@ class RayProcessWatch(threading.Thread):
             self._stop_event.set()
             return
         for pid, name in alive.items():
+            if pid != self.root_pid and pid not in self.started:
+                self.started[pid] = _start_time(pid)
             if name in self.WATCHED and pid not in self.seen:
                 self.seen[pid] = name
         for pid, name in list(self.seen.items()):
@@ -136,6 +143,53 @@ class RayProcessWatch(threading.Thread):
                 self.deaths.append(f"{self.WATCHED[name]}: Ray's {name} process (pid {pid}) ended while the "
                                    f"run was still running")
                 del self.seen[pid]
+
+    def end_leftovers(self, grace_s: float = 2.0) -> list[int]:
+        """SIGTERM, then after ``grace_s`` SIGKILL, every process seen below the run that still runs
+        (the same process: same pid and start time) now that the run has ended; the pids signalled.
+        Orphans of a killed run are re-parented away from it, so they are found by what was seen."""
+        left = [pid for pid, start in self.started.items() if _alive(pid) and _start_time(pid) == start]
+        signalled = list(left)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + grace_s
+            while sig == signal.SIGTERM and time.monotonic() < deadline and any(_alive(p) for p in left):
+                time.sleep(0.05)
+            left = [pid for pid in left if _alive(pid)]
+            if not left:
+                break
+        return signalled
+
+
+def _hang_up_with_parent(parent: int) -> Callable[[], None] | None:
+    """For Popen's ``preexec_fn``: the child gets SIGHUP when ``parent`` dies (Linux's
+    ``PR_SET_PDEATHSIG``), so a run whose supervisor was killed ends (``status: cancelled``) within a
+    second instead of at its next print, of a broken pipe.  None where there is no prctl."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+
+    def hang_up() -> None:
+        libc.prctl(pr_set_pdeathsig, signal.SIGHUP)
+        if os.getppid() != parent:  # it died before the call: the signal will never come
+            os.kill(os.getpid(), signal.SIGHUP)
+
+    return hang_up
+
+
+def _start_time(pid: int) -> str:
+    """A process's start time in clock ticks since boot (/proc/PID/stat field 22); '' if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else ""
 
 
 DEAD_STATES = ("Z", "X", "")  # zombie, dead, or a stat line that could not be read
@@ -210,28 +264,41 @@ def _wait(child: subprocess.Popen) -> int:
         signal.signal(signal.SIGTERM, previous_term)
 
 
-def _settle(run_dir: Path, rc: int, tail: list[str], node_order: list[str], echo: Callable[[str], None]) -> int:
+def _settle(run_dir: Path, rc: int, tail: list[str], node_order: list[str], echo: Callable[[str], None],
+            ray_deaths: Iterable[str] = ()) -> int:
+    ray_deaths = list(ray_deaths)
     ledger_path = run_dir / "ledger.json"
     try:
         ledger = json.loads(ledger_path.read_text())
     except (OSError, ValueError):
         ledger = None
-    if ledger is not None and ledger.get("status") in ("succeeded", "failed"):
+    if ledger is not None and ledger.get("status") == "failed" and ray_deaths:
+        # the run saw only the consequence (an actor or task lost with the raylet): name the cause first
+        ledger["error"] = f"{ray_deaths[0]} (the run saw: {ledger.get('error')})"
+        _write_ledger(run_dir, ledger)
+        echo(f"cause: {ray_deaths[0]}")
+        return rc
+    if ledger is not None and ledger.get("status") in ("succeeded", "failed", "cancelled"):
         return rc  # the run said how it ended
     reason = died_reason(rc, tail)
     ledger = ledger if isinstance(ledger, dict) else {"nodes": {}, "problems": []}
     ledger.update(status="failed", adds_up=False, error=reason,
                   unfinished=[n for n in node_order if n not in ledger.get("nodes", {})])
-    tmp = ledger_path.with_name("ledger.json.tmp")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(json.dumps(ledger, indent=2, default=str))
-    tmp.replace(ledger_path)
+    _write_ledger(run_dir, ledger)
     with open(run_dir / "events.jsonl", "a") as fh:
         fh.write(json.dumps({"ts": round(time.time(), 3), "event": "run_failed", "error": reason,
                              "by": "supervisor", "exit_code": rc}) + "\n")
     echo(f"run failed: {reason}")
     echo(f"ledger: {ledger_path} (status: failed; unfinished: {', '.join(ledger['unfinished']) or 'none'})")
     return rc if rc > 0 else 1
+
+
+def _write_ledger(run_dir: Path, ledger: dict) -> None:
+    path = run_dir / "ledger.json"
+    tmp = path.with_name("ledger.json.tmp")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(json.dumps(ledger, indent=2, default=str))
+    tmp.replace(path)
 
 
 def died_reason(rc: int, tail: Iterable[str]) -> str:

@@ -110,9 +110,11 @@ def print_notices(spec: PipelineSpec) -> None:
         print(f"note: {notice}", file=sys.stderr)
 
 
-def validate(spec: PipelineSpec, run_dir: str | None = None) -> ValidatedPipeline:
+def validate(spec: PipelineSpec, run_dir: str | None = None, check_inputs: bool = False) -> ValidatedPipeline:
     """Every problem of ``spec`` at once; ``run_dir``: the run directory its ``{run_dir}`` became
-    (a resolved file records its own), which no writer may hold or write into."""
+    (a resolved file records its own), which no writer may hold or write into; ``check_inputs``:
+    a reader pattern matching nothing on this machine is a problem too (a run's, not the file's:
+    ``dag.input_check``)."""
     problems = list(spec.problems)
     f = spec.doc.file
     known = known_names()
@@ -215,6 +217,11 @@ def validate(spec: PipelineSpec, run_dir: str | None = None) -> ValidatedPipelin
     problems.extend(_check_settings(spec))
     problems.extend(_check_code(nodes, specs, spec))
     problems.extend(_check_writer_destinations(nodes, specs, spec, run_dir))
+    if check_inputs:
+        from raypress.dag.input_check import unmatched_inputs
+
+        problems.extend(unmatched_inputs(nodes, specs, spec, run_dir or (
+            spec.resolution.run_dir if spec.resolution is not None else None)))
     if problems:
         raise PipelineInvalid(sorted(problems, key=lambda p: (p.file != f, p.line or 0)))
     return ValidatedPipeline(spec=spec, nodes=nodes, order=order)
@@ -301,6 +308,9 @@ def _check_columns(nodes, order, specs, spec) -> list[Problem]:
             op = None
         written = op.columns_written() if op is not None else node.op_cls.writes
         inputs = node.slots.get("data", [])
+        if node.params is None:  # its own parameters are wrong (said above): what it writes is unknown,
+            columns[nid] = None  # so nothing below it is blamed for columns it cannot see
+            continue
         if node.kind == OpKind.READER:
             columns[nid] = None if written is None else {ID_COL, *written}
             continue

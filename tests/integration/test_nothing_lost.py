@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -225,3 +226,132 @@ def test_a_killed_raylet_leaves_a_failed_ledger_with_the_reason(tmp_path):
     assert "raylet" in ledger["error"].lower(), ledger["error"]
     assert "out" in ledger["unfinished"]
     assert "run failed" in err and "raylet" in err.lower()
+
+
+def test_an_empty_input_warns_and_a_lone_surrogate_keeps_its_row(ray_session, tmp_path):
+    """Issue 32 case 6: an empty file ran to 0 rows without a word, and a row with a lone surrogate
+    was quarantined as "str value does not fit the column type string" without its text."""
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "odd.jsonl").write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": "half \\ud800 pair"}\n'
+                                        '{"id": "c", "text": "whole \\ud83d\\ude00 pair"}\n')
+    path = tmp_path / "p.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: inputs
+        nodes:
+          - {{id: empty, op: read_jsonl, with: {{paths: ["{tmp_path}/empty.jsonl"]}}}}
+          - {{id: odd, op: read_jsonl, with: {{paths: ["{tmp_path}/odd.jsonl"]}}}}
+          - {{id: out_empty, op: write_jsonl, input: empty, with: {{path: "{{run_dir}}/empty"}}}}
+          - {{id: out_odd, op: write_jsonl, input: odd, with: {{path: "{{run_dir}}/odd"}}}}
+        """))
+    ledger = run_pipeline(str(path), run_dir=str(tmp_path / "run"))
+    assert ledger["adds_up"] and ledger["nodes"]["odd"]["quarantined"] == 0
+    assert ledger["nodes"]["odd"]["surrogates_replaced"] == 1
+    assert {r["id"]: r["text"] for r in rows_in(tmp_path / "run" / "odd")} == {
+        "a": "fine", "b": "half \ufffd pair", "c": "whole \U0001F600 pair"}
+    warnings = ledger["warnings"]
+    assert any(w.startswith(f"empty: read 0 rows from {tmp_path}/empty.jsonl") for w in warnings), warnings
+    assert any(w.startswith("odd: 1 row(s) held a lone surrogate") for w in warnings), warnings
+    assert not any(w.startswith("odd: read 0") for w in warnings)
+
+
+def _slow_run(tmp_path: Path, **popen) -> tuple[subprocess.Popen, Path]:
+    """`raypress run` (supervisor and child) of a run that is still working ~10 s after its start."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    data = corpus(tmp_path / "in.jsonl", 20_000)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "RAYPRESS_PROGRESS": "0", "RAY_ADDRESS": ""}
+    slow = pipeline(tmp_path, data, settings="{rows_per_block: 20}")
+    proc = subprocess.Popen([*RAYPRESS, "run", str(slow), "--run-dir", str(run_dir)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=env, **popen)
+    _raylet_of(psutil.Process(proc.pid))
+    _wait_for_event(run_dir, "node_started")
+    return proc, run_dir
+
+
+def _run_child(supervisor: psutil.Process) -> psutil.Process:
+    return next(p for p in supervisor.children() if "--in-process" in p.cmdline())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_cancels_the_run_in_one_line(tmp_path, sig):
+    """Issue 32 case 3: SIGTERM printed ~30 lines of Ray's C++ stack dumps and recorded `SystemExit: 1`;
+    SIGINT recorded `KeyboardInterrupt:` with nothing after the colon."""
+    proc, run_dir = _slow_run(tmp_path, start_new_session=True)
+    try:
+        os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)  # Ctrl-C: the whole group
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ledger = json.loads((run_dir / "ledger.json").read_text())
+    assert ledger["status"] == "cancelled" and ledger["error"] == f"cancelled by {sig.name}", ledger
+    assert proc.returncode == 128 + sig, (proc.returncode, err[-3000:])
+    assert f"run cancelled by {sig.name}" in err
+    for noise in ("SIGTERM received", "PC: @", "Traceback", "SystemExit", "KeyboardInterrupt"):
+        assert noise not in out + err, (out + err)[-3000:]
+
+
+def test_a_killed_supervisor_ends_its_run_and_a_killed_run_ends_its_ray(tmp_path):
+    """Issue 32 case 3: after `kill -9` of the CLI its run went on until its next print; after
+    `kill -9` of the run, Ray's DashboardAgent and RuntimeEnvAgent stayed for over 20 s."""
+    proc, run_dir = _slow_run(tmp_path / "a")
+    child = _run_child(psutil.Process(proc.pid))
+    tree = [child, *child.children(recursive=True)]
+    proc.kill()
+    killed = time.monotonic()
+    while json.loads((run_dir / "ledger.json").read_text())["status"] == "running":
+        assert time.monotonic() - killed < 1.0, "the run went on after its supervisor died"
+        time.sleep(0.02)
+    ledger = json.loads((run_dir / "ledger.json").read_text())
+    assert ledger["status"] == "cancelled" and ledger["error"] == "cancelled by SIGHUP"
+    _gone(tree, within_s=15)
+
+    proc, run_dir = _slow_run(tmp_path / "b")
+    supervisor = psutil.Process(proc.pid)
+    child = _run_child(supervisor)
+    tree = child.children(recursive=True)
+    assert any(p.name().startswith("ray::") for p in tree)  # workers and agents
+    child.kill()
+    proc.communicate(timeout=60)
+    _gone(tree, within_s=1)  # the supervisor ended them before it exited
+    assert json.loads((run_dir / "ledger.json").read_text())["status"] == "failed"
+
+
+def _gone(processes: list[psutil.Process], within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while True:
+        left = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not left:
+            return
+        assert time.monotonic() < deadline, [f"{p.pid} {p.name()}" for p in left]
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[Path]:
+    """A real 20 MB filesystem (tmpfs; needs the right to mount, else the test skips)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_names_the_destination_and_leaves_no_staging_folder(ray_session, tmp_path, small_disk):
+    """Issue 32 case 4: the message was Ray's task error with colour codes, "No space left on device"
+    only in later lines, and an empty `.<name>.raypress-staging` folder stayed in the destination."""
+    data = tmp_path / "in.jsonl"
+    with open(data, "w") as fh:
+        for i in range(60_000):
+            fh.write(json.dumps({"doc": f"d{i:05d}", "text": f"row {i} " + "filler words " * 35}) + "\n")
+    dest = small_disk / "dest"
+    with pytest.raises(BaseException):
+        run_pipeline(str(pipeline(tmp_path, data, out=str(dest))), run_dir=str(tmp_path / "run"))
+    ledger = json.loads((tmp_path / "run" / "ledger.json").read_text())
+    assert ledger["status"] == "failed" and ledger["error"] == f"no space left on device at {dest}", ledger
+    assert "\x1b[" not in json.dumps(ledger) and "\x1b[" not in (tmp_path / "run" / "events.jsonl").read_text()
+    assert sorted(p.name for p in small_disk.iterdir()) == []  # no staging folder, no parts

@@ -186,6 +186,23 @@ def test_a_job_that_fails_on_the_cluster_fails_the_command(ray_head, tmp_path):
     assert "docs.jsonl" in output, "the cluster-side error should stream back"
 
 
+def test_a_wrong_token_is_one_line_saying_what_to_set(ray_head, tmp_path):
+    """Issue 32 case 2: `run --address` retried for ~23 s, printing 20 InvalidAuthToken lines, then
+    said only ConnectionError; `submit` gave Ray's 401 text."""
+    pipeline = write_pipeline(tmp_path / "pipeline")
+    env = clean_env(RAY_AUTH_TOKEN="not-the-clusters-token")
+    for command in (["run", str(pipeline), "--address", ray_head.gcs, "--run-dir", str(tmp_path / "run")],
+                    ["submit", str(pipeline), "--address", ray_head.url]):
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "raypress.cli", *command], cwd=pipeline.parent, env=env,
+                              capture_output=True, text=True, timeout=120)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and time.monotonic() - started < 15, output
+        assert "refused this machine's token (the one in RAY_AUTH_TOKEN)" in output, output
+        assert "RAY_AUTH_TOKEN_PATH=<the cluster's token file>" in output and "~/.ray/auth_token" in output
+        assert "InvalidAuthToken" not in output and "Traceback" not in output, output
+
+
 def test_unreachable_address_is_a_one_line_error_naming_it(tmp_path):
     pipeline = write_pipeline(tmp_path)
     address = f"http://127.0.0.1:{free_port()}"  # nothing listens there

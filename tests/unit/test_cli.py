@@ -42,6 +42,44 @@ def test_plan_prints_steps_and_materialization():
     assert "writes files" in proc.stdout
 
 
+def test_a_large_plan_prints_every_node_as_aligned_lines(tmp_path):
+    """Issue 32 case 7: rich laid a 10,000-row table out in 12 s; past 500 rows the plan is plain text."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("plan_scale", REPO / "bench" / "plan_scale.py")
+    plan_scale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plan_scale)
+    path = tmp_path / "chain.yaml"
+    path.write_text(plan_scale.chain_yaml(1200, tmp_path))
+    proc = cli("plan", str(path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "plan: chain (1,200 nodes)" and lines[1].split() == [
+        "step", "node", "op", "kind", "inputs", "resources", "materialized"]
+    assert len(lines) == 2 + 1200
+    branch = next(line for line in lines if line.split()[1] == "n999")
+    assert branch.index("branch: read by 2 nodes") == lines[1].index("materialized")
+
+
+def test_registry_reads_each_ops_source_once_however_many_nodes_use_it(tmp_path, monkeypatch):
+    """Issue 32 case 7: each node walked its op's module AST twice (requires, requires_when)."""
+    import ast
+
+    from raypress.dag.validate import load_pipeline
+    from raypress.operators import registry
+
+    walks = []
+    real_walk = ast.walk
+    monkeypatch.setattr(registry.ast, "walk", lambda node: walks.append(node) or real_walk(node))
+    registry._register_keyword.cache_clear()
+    lines = ["nodes:", "  - {id: n0, op: read_jsonl, with: {paths: [in.jsonl]}}"]
+    lines += [f"  - {{id: n{i}, op: whitespace_normalization_mapper, input: n{i - 1}}}" for i in range(1, 300)]
+    lines += ["  - {id: out, op: write_jsonl, input: n299, with: {path: out}}"]
+    (tmp_path / "chain.yaml").write_text("\n".join(lines) + "\n")
+    assert len(load_pipeline(tmp_path / "chain.yaml").nodes) == 301
+    assert len(walks) <= 6  # 3 ops x (requires, requires_when)
+
+
 def test_serve_rejects_bad_arguments_before_starting_ray(tmp_path):
     neither = cli("serve")
     assert neither.returncode == 2 and "either a Serve CONFIG file or --model" in neither.stderr

@@ -246,7 +246,8 @@ def test_notices_print_once_per_run_not_again_in_the_supervised_child(tmp_path, 
     from raypress.dag.resolve import resolve_pipeline
 
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("dataset_path: in.jsonl\nexport_path: out.jsonl\nopen_tracer: true\n"
+    (tmp_path / "in.jsonl").write_text('{"text": "a b c"}\n')  # a run's input must exist
+    recipe.write_text(f"dataset_path: {tmp_path / 'in.jsonl'}\nexport_path: out.jsonl\nopen_tracer: true\n"
                       "process:\n  - words_num_filter: {min_num: 3}\n")
     resolved = resolve_pipeline(recipe, run_dir=str(tmp_path / "run"))
     assert capsys.readouterr().err.count("note:") == 1

@@ -3,6 +3,7 @@ back is the identity, and that resolving and submitting parse the pipeline once.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import textwrap
@@ -33,7 +34,7 @@ def test_relative_paths_and_run_dir_become_absolute_as_run_reads_them(tmp_path):
             input: b
             with: {path: ../out, overwrite: true}
         """))
-    resolved = resolve_pipeline(recipe, run_dir="r1", base_dir="/work/here")
+    resolved = resolve_pipeline(recipe, run_dir="r1", base_dir="/work/here", inputs_here=False)
     nodes = resolved.vp.nodes
     home = os.path.expanduser("~")
     assert nodes["a"].params.data_files == {"train": ["/work/here/data/a.jsonl", "/abs/b.jsonl", f"{home}/c.jsonl"]}
@@ -45,8 +46,9 @@ def test_relative_paths_and_run_dir_become_absolute_as_run_reads_them(tmp_path):
 def test_run_dir_defaults_to_runs_under_the_base_directory(tmp_path):
     recipe = tmp_path / "qs.yaml"
     recipe.write_text("nodes:\n  - {id: a, op: read_jsonl, with: {paths: [x.jsonl]}}\n")
-    assert re.fullmatch(r"/work/here/runs/qs/\d{8}-\d{6}-[0-9a-f]{4}", str(resolve_pipeline(recipe, base_dir="/work/here").run_dir))
-    assert str(resolve_pipeline(recipe, run_dir="/abs/r1", base_dir="/work/here").run_dir) == "/abs/r1"
+    resolve = functools.partial(resolve_pipeline, recipe, base_dir="/work/here", inputs_here=False)
+    assert re.fullmatch(r"/work/here/runs/qs/\d{8}-\d{6}-[0-9a-f]{4}", str(resolve().run_dir))
+    assert str(resolve(run_dir="/abs/r1").run_dir) == "/abs/r1"
 
 
 @pytest.mark.parametrize("name", ["quickstart", "mint1t_html", "beancounter", "minhash_dedup", "bridgepure",
@@ -86,7 +88,7 @@ def test_problems_still_point_at_the_users_file_and_line(tmp_path):
     recipe.write_text("nodes:\n  - id: a\n    op: read_jsonl\n    with: {paths: [x.jsonl]}\n"
                       "  - id: b\n    op: words_num_filter\n    input: a\n    with: {min_num: many}\n")
     with pytest.raises(PipelineInvalid) as caught:
-        resolve_pipeline(recipe, run_dir=str(tmp_path / "run"))
+        resolve_pipeline(recipe, run_dir=str(tmp_path / "run"), inputs_here=False)
     assert str(caught.value.problems[0]).startswith(f"{recipe}:8 node 'b' key 'min_num'")
     assert not (tmp_path / "run").exists()
 

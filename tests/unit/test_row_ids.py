@@ -9,14 +9,14 @@ import pytest
 from pydantic import ValidationError
 
 import raypress.operators.io.read_jsonl as jsonl
-from raypress.operators.io.read_jsonl import AssignedIds, ReadJsonlParams, own_id, read_jsonl_file
+from raypress.operators.io.read_jsonl import ReaderTally, ReadJsonlParams, own_id, read_jsonl_file
 from raypress.schema import REASON_COL
 
 
 class _Remote:
     """Stands in for the Ray actor handle: ``counter.add.remote(m, r)`` calls the plain object."""
 
-    def __init__(self, target: AssignedIds):
+    def __init__(self, target: ReaderTally):
         self.add = type("M", (), {"remote": staticmethod(target.add)})()
 
 
@@ -37,12 +37,28 @@ def test_own_ids_are_kept_and_assigned_only_where_missing_null_empty_or_repeated
     write(path, [{"id": "doc00000", "text": "a"}, {"text": "no id"}, {"id": None, "text": "null"},
                  {"id": "", "text": "empty"}, {"id": "doc00000", "text": "repeat"}, {"id": 7, "text": "int"},
                  {"id": "usr/share/doc/x#0", "text": "path-like"}])
-    totals = AssignedIds()
+    totals = ReaderTally()
     rows = rows_of(path, counter=_Remote(totals))
     assert [r["id"] for r in rows] == ["doc00000", "in.jsonl:2", "in.jsonl:3", "in.jsonl:4", "in.jsonl:5", "7",
                                        "usr/share/doc/x#0"]
     assert all(r[REASON_COL] is None for r in rows)  # mixed id types are no schema conflict
-    assert totals.totals() == {"assigned": 4, "missing": 3, "repeated": 1}
+    assert totals.totals() == {"assigned": 4, "missing": 3, "repeated": 1, "repaired": 0}
+
+
+def test_a_lone_surrogate_is_replaced_and_counted_and_a_pair_is_not(tmp_path, monkeypatch):
+    """Issue 32 case 6: such a row was quarantined as a schema conflict, its text lost."""
+    import ray
+
+    monkeypatch.setattr(ray, "get", lambda ref: ref)
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"id": "a", "text": "lone \\udc80 low", "tags": ["\\ud800"]}\n'
+                    '{"id": "b", "text": "pair \\ud83d\\ude00"}\n{"id": "c", "\\ud801": 1}\n')
+    totals = ReaderTally()
+    rows = rows_of(path, counter=_Remote(totals))
+    assert [r[REASON_COL] for r in rows] == [None, None, None]
+    assert rows[0]["text"] == "lone \ufffd low" and rows[0]["tags"] == ["\ufffd"]
+    assert rows[1]["text"] == "pair \U0001F600" and rows[2]["\ufffd"] == 1
+    assert totals.totals()["repaired"] == 2
 
 
 def test_repeats_are_found_across_the_chunks_of_one_file(tmp_path, monkeypatch):

@@ -240,3 +240,22 @@ def test_settings_from_set(tmp_path):
         load_pipeline(path, ["settings.concurent_steps=2", "settings.seed=x"])
     text = "\n".join(map(str, info.value.problems))
     assert "unknown setting" in text and "did you mean 'concurrent_steps'" in text and "seed" in text
+
+
+def test_a_node_with_bad_parameters_blames_nothing_below_it(tmp_path):
+    """Issue 32 case 7: a reader or filter whose `with:` is wrong is the one problem; the nodes below
+    it were told "reads column 'text', which no upstream node provides (available: id)"."""
+    path = tmp_path / "cascade.yaml"
+    path.write_text(textwrap.dedent("""\
+        nodes:
+          - {id: src, op: read_jsonl, with: {pahts: [in.jsonl]}}
+          - {id: ws, op: whitespace_normalization_mapper, input: src}
+          - {id: wn, op: words_num_filter, input: ws, with: {min_num: x}}
+          - {id: sp, op: special_characters_filter, input: wn}
+          - {id: out, op: write_jsonl, input: sp, with: {path: out}}
+        """))
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(path)
+    problems = info.value.problems
+    assert {p.node for p in problems} == {"src", "wn"}, [str(p) for p in problems]
+    assert not any("reads column" in p.message for p in problems)

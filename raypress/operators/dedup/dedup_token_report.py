@@ -30,15 +30,25 @@ class DedupTokenReportParams(Params):
 
 
 def token_sums(data: DatasetArtifact, group_key: str, token_key: str) -> dict[str, tuple[int, int]]:
-    """group -> (documents, tokens), aggregated by Ray (only the small result reaches the driver)."""
-    from ray.data.aggregate import Count, Sum
+    """group -> (documents, tokens): each block sums its own groups in a Ray task, the driver adds
+    up the few rows per block.  Not Ray Data's ``groupby``: its hash shuffle starts 200 partitions
+    and their actors for any input (a worker aborted with "Mutex corrupt" in one over 11 rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def block_sums(table: pa.Table) -> pa.Table:
+        keys = pc.cast(table[group_key], pa.string())
+        tokens = pc.fill_null(pc.cast(table[token_key], pa.int64()), 0)
+        sums = pa.table({"g": keys, "t": tokens}).group_by("g", use_threads=False).aggregate(
+            [([], "count_all"), ("t", "sum")])
+        return pa.table({"group": sums["g"], "documents": sums["count_all"], "tokens": sums["t_sum"]})
 
     ds = data.ds.select_columns([group_key, token_key])
     out: dict[str, tuple[int, int]] = {}
-    for row in ds.groupby(group_key).aggregate(Count(), Sum(token_key)).take_all():
-        group = NONE_GROUP if row[group_key] is None else str(row[group_key])
+    for row in ds.map_batches(block_sums, batch_format="pyarrow", batch_size=None, zero_copy_batch=True).take_all():
+        group = NONE_GROUP if row["group"] is None else row["group"]
         docs, tokens = out.get(group, (0, 0))
-        out[group] = (docs + int(row["count()"]), tokens + int(row[f"sum({token_key})"] or 0))
+        out[group] = (docs + int(row["documents"]), tokens + int(row["tokens"] or 0))
     return out
 
 

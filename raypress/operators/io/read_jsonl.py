@@ -4,6 +4,12 @@ Reading survives bad lines: a line that is not a JSON object becomes an error to
 ``invalid_json``) and the rest of the file is still read; so does a record whose field types
 contradict the rest of its file (``schema_conflict``).
 
+A lone surrogate (``"\\ud800"`` escaped in a JSON string: half of a UTF-16 pair whose other half
+is missing) is replaced by U+FFFD and the row is kept: no UTF-8 column can hold it, and one
+unreadable character should not cost the document (it had been quarantined as a "schema
+conflict" without its text).  How many rows were repaired is a ``surrogates_replaced`` event, a
+ledger field and a warning.
+
 A large uncompressed file is read as several spans at once (``operators/shared/spans.py``), so
 every CPU works however few the files.
 
@@ -19,6 +25,7 @@ ids were assigned is reported as an ``ids_assigned`` event (events.jsonl) when t
 from __future__ import annotations
 
 import json
+import re
 from functools import partial
 from typing import Any, Iterator
 
@@ -53,18 +60,27 @@ class ReadJsonlParams(Params):
         return self
 
 
-class AssignedIds:
-    """Sums, over a reader's files, the rows whose own id was missing or repeated (a Ray actor)."""
+# a JSON escape of a UTF-16 surrogate: the only way one reaches a parsed string (raw bytes of one
+# are invalid UTF-8, an ``invalid_json`` line); a valid pair decodes to one character
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class ReaderTally:
+    """Sums, over a reader's files, the rows whose own id was missing or repeated and the rows whose
+    lone surrogates were replaced (a Ray actor)."""
 
     def __init__(self) -> None:
-        self.missing = self.repeated = 0
+        self.missing = self.repeated = self.repaired = 0
 
-    def add(self, missing: int, repeated: int) -> None:
+    def add(self, missing: int, repeated: int, repaired: int = 0) -> None:
         self.missing += missing
         self.repeated += repeated
+        self.repaired += repaired
 
     def totals(self) -> dict[str, int]:
-        return {"assigned": self.missing + self.repeated, "missing": self.missing, "repeated": self.repeated}
+        return {"assigned": self.missing + self.repeated, "missing": self.missing, "repeated": self.repeated,
+                "repaired": self.repaired}
 
 
 @register("read_jsonl")
@@ -77,17 +93,18 @@ class ReadJsonl(Reader[ReadJsonlParams]):
     def read(self, ctx: RunContext):
         files = expand_globs(self.params.paths)
         keep = self.params.id_key is None and not self.params.assign_ids
-        counter = _counter(ctx) if keep else None
+        counter = _counter(ctx, keep)
         read = partial(read_jsonl_span, node=ctx.node_id, id_key=self.params.id_key,
                        assign_ids=self.params.assign_ids, counter=counter)
         return map_items(line_spans(files, ctx), read, ctx)
 
 
-def _counter(ctx: RunContext):
-    """An actor the file tasks report assigned ids to; its totals become an event when the run ends."""
+def _counter(ctx: RunContext, ids_kept: bool):
+    """An actor the file tasks report assigned ids and repaired rows to; its totals become events
+    when the run ends (``ids_assigned`` where rows keep their own ids)."""
     import ray
 
-    counter = ray.remote(num_cpus=0)(AssignedIds).remote()
+    counter = ray.remote(num_cpus=0)(ReaderTally).remote()
     ray.get(counter.totals.remote())  # started here: the file tasks' waited calls then cost a round trip
 
     def report() -> None:
@@ -95,7 +112,11 @@ def _counter(ctx: RunContext):
             totals = ray.get(counter.totals.remote(), timeout=30)
         except Exception:  # noqa: BLE001 - Ray already gone (a failed run): nothing to report
             return
-        ctx.event("ids_assigned", **totals)
+        repaired = totals.pop("repaired")
+        if ids_kept:
+            ctx.event("ids_assigned", **totals)
+        if repaired:
+            ctx.event("surrogates_replaced", rows=repaired)
 
     ctx.defer(report)
     return counter
@@ -131,13 +152,13 @@ def _read_lines(path: str, abs_path: str, node: str, id_key: str | None, assign_
                     yield chunk.flush()
         except (OSError, EOFError) as exc:  # truncated or corrupt compressed file: keep what was read
             chunk.dead(f"{path}:{line_no + 1}", "unreadable_file", f"{type(exc).__name__}: {exc}")
-    if counter is not None and (chunk.missing or chunk.repeated):
+    if counter is not None and (chunk.missing or chunk.repeated or chunk.repaired):
         # Waited for, and before the last yield: an actor call in flight when the task ends may reach
         # the counter after the run has read its totals (calls from different tasks are unordered),
         # and a consumer need not resume a generator after its last row.
         import ray
 
-        ray.get(counter.add.remote(chunk.missing, chunk.repeated))
+        ray.get(counter.add.remote(chunk.missing, chunk.repeated, chunk.repaired))
     if chunk.size:
         yield chunk.flush()
 
@@ -155,6 +176,22 @@ def own_id(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+def without_lone_surrogates(value: Any) -> Any:
+    """``value`` with each lone surrogate in its strings (keys too) replaced by U+FFFD; ``value``
+    itself when it has none."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
+    if isinstance(value, list):
+        items = [without_lone_surrogates(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    if isinstance(value, dict):
+        pairs = [(without_lone_surrogates(k), without_lone_surrogates(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items())):
+            return value
+        return dict(pairs)
+    return value
+
+
 class _Chunk:
     """The lines of one output table: parsed records and tombstones, in file order.
 
@@ -163,7 +200,7 @@ class _Chunk:
     def __init__(self, node: str, id_key: str | None, keep_ids: bool = False):
         self.node, self.id_key, self.keep_ids = node, id_key, keep_ids
         self.seen: set[str] = set()
-        self.missing = self.repeated = 0
+        self.missing = self.repeated = self.repaired = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -187,6 +224,10 @@ class _Chunk:
         if not isinstance(obj, dict):
             self.dead(row_id, "invalid_json", f"not a JSON object but a {type(obj).__name__}: {preview(line)}")
             return
+        if _SURROGATE_ESCAPE.search(line):
+            repaired = without_lone_surrogates(obj)
+            self.repaired += repaired is not obj
+            obj = repaired
         if self.keep_ids:
             row_id = self._own_or(obj, row_id)
             obj[ID_COL] = row_id  # one string type: mixed id types must not make schema conflicts

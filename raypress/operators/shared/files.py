@@ -31,7 +31,13 @@ TASKS_PER_CPU = 4
 MAX_FILE_BLOCKS = 1024
 
 # A list of glob patterns; a single pattern written as a plain string is accepted too.
-Globs = Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)]
+_ONE_OR_MANY = BeforeValidator(lambda v: [v] if isinstance(v, str) else v)
+Globs = Annotated[list[str], _ONE_OR_MANY]
+
+
+def glob_fields(params_cls: type) -> list[str]:
+    """The parameters of ``params_cls`` typed :data:`Globs`: the input patterns a run checks first."""
+    return [name for name, field in params_cls.model_fields.items() if _ONE_OR_MANY in field.metadata]
 
 
 def _existing_file(value: str) -> str:
