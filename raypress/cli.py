@@ -174,8 +174,10 @@ def run(file: str = typer.Argument(..., help="pipeline YAML (or a run directory'
 
 def _run_in_process(resolved, address: Optional[str], ray_host: Optional[str] = None, take_lock: bool = True,
                     ) -> Optional[dict]:
+    import signal
+
+    from raypress.dag.cancel import RunCancelled, end_now
     from raypress.dag.run_lock import RunDirLocked
-    from raypress.dag.cancel import RunCancelled
     from raypress.dag.error_budget import describe_error
     from raypress.dag.runner import RunFailed, Runner
 
@@ -187,6 +189,8 @@ def _run_in_process(resolved, address: Optional[str], ray_host: Optional[str] = 
     except RunDirLocked:
         raise
     except RunCancelled as exc:  # one line; the ledger says `status: cancelled`
+        if exc.signum == signal.SIGHUP and take_lock is False:  # the supervisor is gone: nobody waits
+            end_now(exc.exit_code)
         console.print(f"[bold yellow]run {exc}[/] (ledger: {runner.store.root}/ledger.json)")
         raise typer.Exit(exc.exit_code)
     except RunFailed as exc:

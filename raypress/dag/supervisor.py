@@ -99,6 +99,7 @@ class RayProcessWatch(threading.Thread):
         self.root_pid, self.interval = root_pid, interval
         self.seen: dict[int, str] = {}
         self.started: dict[int, str] = {}  # every process seen below the run: pid -> its start time
+        self.session_dirs: set[str] = set()  # the run's own Ray sessions' folders (its raylet's)
         self.deaths: list[str] = []
         self.late_deaths: list[str] = []  # gone in the same poll as the run itself: order unknown
         self._stop_event = threading.Event()
@@ -124,7 +125,7 @@ class RayProcessWatch(threading.Thread):
         return gone
 
     def _look(self) -> None:
-        alive = _descendants(self.root_pid)
+        alive = descendants(self.root_pid)
         if self.root_pid not in alive:  # the run itself ended: what happens to Ray after that is not a cause,
             if not self.late_deaths:     # but one gone between the last poll and this one may be
                 gone = self._settled()
@@ -138,6 +139,7 @@ class RayProcessWatch(threading.Thread):
                 self.started[pid] = _start_time(pid)
             if name in self.WATCHED and pid not in self.seen:
                 self.seen[pid] = name
+                self.session_dirs.update(_SESSION_DIR.findall(_cmdline(pid)))
         for pid, name in list(self.seen.items()):
             if alive.get(pid) != name:
                 self.deaths.append(f"{self.WATCHED[name]}: Ray's {name} process (pid {pid}) ended while the "
@@ -147,15 +149,21 @@ class RayProcessWatch(threading.Thread):
     def end_leftovers(self, grace_s: float = 2.0) -> list[int]:
         """SIGTERM, then after ``grace_s`` SIGKILL, every process seen below the run that still runs
         (the same process: same pid and start time) now that the run has ended; the pids signalled.
-        Orphans of a killed run are re-parented away from it, so they are found by what was seen."""
+        Orphans of a killed run are re-parented away from it, so they are found by what was seen and,
+        for one started since the last look (a new Ray worker), by its command line naming the run's
+        Ray session folder."""
         left = [pid for pid, start in self.started.items() if _alive(pid) and _start_time(pid) == start]
+        if self.session_dirs:
+            me = os.getpid()
+            left += [pid for pid in _pids() if pid not in left and pid != me and _alive(pid)
+                     and any(d in _cmdline(pid) for d in self.session_dirs)]
         signalled = list(left)
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in left:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
-            deadline = time.monotonic() + grace_s
-            while sig == signal.SIGTERM and time.monotonic() < deadline and any(_alive(p) for p in left):
+            deadline = time.monotonic() + grace_s  # after SIGKILL too: until the kernel has ended them
+            while time.monotonic() < deadline and any(_alive(p) for p in left):
                 time.sleep(0.05)
             left = [pid for pid in left if _alive(pid)]
             if not left:
@@ -180,6 +188,21 @@ def _hang_up_with_parent(parent: int) -> Callable[[], None] | None:
             os.kill(os.getpid(), signal.SIGHUP)
 
     return hang_up
+
+
+# what a Ray session's folder looks like in its processes' command lines
+_SESSION_DIR = re.compile(r"/session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_\d+")
+
+
+def _pids() -> list[int]:
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _start_time(pid: int) -> str:
@@ -210,7 +233,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _descendants(root: int) -> dict[int, str]:
+def descendants(root: int) -> dict[int, str]:
     """{pid: command name} of ``root`` and every live (not zombie) process below it, from /proc."""
     parent: dict[int, int] = {}
     names: dict[int, str] = {}

@@ -298,13 +298,10 @@ def test_a_killed_supervisor_ends_its_run_and_a_killed_run_ends_its_ray(tmp_path
     child = _run_child(psutil.Process(proc.pid))
     tree = [child, *child.children(recursive=True)]
     proc.kill()
-    killed = time.monotonic()
-    while json.loads((run_dir / "ledger.json").read_text())["status"] == "running":
-        assert time.monotonic() - killed < 1.0, "the run went on after its supervisor died"
-        time.sleep(0.02)
+    _gone([child], within_s=1.0)  # the run ends, its Ray processes with it (a second is plenty)
     ledger = json.loads((run_dir / "ledger.json").read_text())
     assert ledger["status"] == "cancelled" and ledger["error"] == "cancelled by SIGHUP"
-    _gone(tree, within_s=15)
+    _gone(tree, within_s=5)
 
     proc, run_dir = _slow_run(tmp_path / "b")
     supervisor = psutil.Process(proc.pid)
@@ -323,7 +320,7 @@ def _gone(processes: list[psutil.Process], within_s: float) -> None:
         left = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         if not left:
             return
-        assert time.monotonic() < deadline, [f"{p.pid} {p.name()}" for p in left]
+        assert time.monotonic() < deadline, [f"{p.pid} {p.status()} {' '.join(p.cmdline())[:200]}" for p in left]
         time.sleep(0.1)
 
 

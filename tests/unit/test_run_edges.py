@@ -182,7 +182,7 @@ def test_the_watch_notes_a_raylet_that_ends_under_a_running_run(tmp_path):
     import signal
     import time
 
-    from raypress.dag.supervisor import RayProcessWatch, _descendants
+    from raypress.dag.supervisor import RayProcessWatch, descendants
 
     fake = tmp_path / "raylet"
     shutil.copy(shutil.which("sleep"), fake)
@@ -194,7 +194,7 @@ def test_the_watch_notes_a_raylet_that_ends_under_a_running_run(tmp_path):
         while not watch.seen and time.time() < deadline:
             time.sleep(0.05)
         (raylet_pid,) = watch.seen
-        assert _descendants(run.pid)[raylet_pid] == "raylet"
+        assert descendants(run.pid)[raylet_pid] == "raylet"
         os.kill(raylet_pid, signal.SIGKILL)
         while not watch.deaths and time.time() < deadline:
             time.sleep(0.05)
@@ -213,7 +213,7 @@ def test_a_raylet_killed_just_before_the_run_ended_is_named_though_still_a_zombi
     import signal
     import time
 
-    from raypress.dag.supervisor import RayProcessWatch, _descendants
+    from raypress.dag.supervisor import RayProcessWatch, descendants
 
     fake = tmp_path / "raylet"
     shutil.copy(shutil.which("sleep"), fake)
@@ -228,7 +228,7 @@ def test_a_raylet_killed_just_before_the_run_ended_is_named_though_still_a_zombi
             watch._look()
             time.sleep(0.05)
         (raylet_pid,) = watch.seen
-        keeper_pid = next(pid for pid, name in _descendants(run.pid).items() if pid not in (run.pid, raylet_pid))
+        keeper_pid = next(pid for pid, name in descendants(run.pid).items() if pid not in (run.pid, raylet_pid))
         os.kill(raylet_pid, signal.SIGKILL)
         while Path(f"/proc/{raylet_pid}/stat").read_text().split(")")[1].split()[0] != "Z":
             time.sleep(0.01)  # a zombie now: its parent, the keeper, does not reap it
