@@ -31,7 +31,8 @@ TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 SAMPLE_EVERY = 0.5
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields from the state on (field 3 of proc(5)); None when it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -55,7 +56,7 @@ def descendants_cpu(root: int) -> dict[tuple[int, int], float] | None:
     fields: dict[int, list[str]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            f = _stat_fields(int(entry.name))
+            f = stat_fields(int(entry.name))
             if f is not None:
                 fields[int(entry.name)] = f
                 children.setdefault(int(f[1]), []).append(int(entry.name))

@@ -22,6 +22,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Iterable
 
+from raypress.dag.cpu_meter import stat_fields
 from raypress.dag.resolve import ResolvedPipeline
 from raypress.dag.run_lock import RunLock
 
@@ -207,11 +208,7 @@ def _cmdline(pid: int) -> str:
 
 def _start_time(pid: int) -> str:
     """A process's start time in clock ticks since boot (/proc/PID/stat field 22); '' if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    fields = stat[stat.rfind(")") + 2:].split()
+    fields = stat_fields(pid) or []
     return fields[19] if len(fields) > 19 else ""
 
 
