@@ -31,19 +31,59 @@ class RunCancelled(BaseException):
         return 128 + self.signum
 
 
+_received: RunCancelled | None = None  # the first cancel signal of this process's current run
+_before: dict[int, object] = {}  # the handlers a run found, put back when it ends
+
+
 def _raise(signum: int, _frame) -> None:
-    for sig in CANCEL_SIGNALS:  # the run is cancelling: a second signal must not cut its ledger short
-        signal.signal(sig, signal.SIG_IGN)
-    raise RunCancelled(signum)
+    global _received
+    hold_signals()  # the run is cancelling: a second signal must not cut its ledger short
+    _received = RunCancelled(signum)
+    raise _received
 
 
-def cancel_on_signals() -> None:
+def _note(signum: int, _frame) -> None:
+    global _received
+    if _received is None:
+        _received = RunCancelled(signum)
+
+
+def cancel_on_signals(fresh: bool = False) -> None:
     """Make SIGINT, SIGTERM and SIGHUP raise :class:`RunCancelled` in the main thread (call again
-    after ``ray.init``: Ray installs handlers of its own).  Elsewhere than the main thread, nothing."""
+    after ``ray.init``: Ray installs handlers of its own); ``fresh`` forgets an earlier run's signal.
+    Elsewhere than the main thread, nothing."""
+    global _received
     if threading.current_thread() is not threading.main_thread():
         return
+    if fresh:
+        _received = None
+        _before.update({sig: signal.getsignal(sig) for sig in CANCEL_SIGNALS})
     for sig in CANCEL_SIGNALS:
         signal.signal(sig, _raise)
+
+
+def hold_signals() -> None:
+    """From now on a cancel signal is noted (see :func:`received`), not raised: for the code that
+    writes a stopping run's cleanups and ledger, which an exception in the middle would cut short."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in CANCEL_SIGNALS:
+            signal.signal(sig, _note)
+
+
+def restore_signals() -> None:
+    """Put back the handlers found by ``cancel_on_signals(fresh=True)`` (a notebook or a test that
+    ran a pipeline gets its Ctrl-C back)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig, handler in _before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        _before.clear()
+
+
+def received() -> RunCancelled | None:
+    """The cancellation this run received, if any, whatever error it surfaced as: raised inside a C
+    extension's call (Ray's Cython code), it reaches the run as ``SystemError: <built-in method ...>
+    returned a result with an exception set``."""
+    return _received
 
 
 def end_now(exit_code: int) -> None:

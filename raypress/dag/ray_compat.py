@@ -38,6 +38,9 @@ The assumptions (Ray 2.60):
    instead retried for ~20 s, printing a C++ warning a second, and raised a bare ``ConnectionError``.
 6. ``keep_rows_in_order``: with ``preserve_order``, ``take_all`` returns a segment's per-block tallies in
    block order however the blocks finish (``sink.number_parts`` numbers the parts by it).
+11. ``dead_ray_processes``: ``ray._private.worker._global_node`` is the node this driver started (none of
+   its own when it joined a cluster), and its ``dead_processes()`` lists those of its processes that
+   have exited and were not ended by Ray itself, as (process type, ``subprocess.Popen``) pairs.
 """
 
 from __future__ import annotations
@@ -154,3 +157,16 @@ def node_raylet_pid() -> int:
     import os
 
     return os.getppid()
+
+
+def dead_ray_processes() -> list[tuple[str, int]]:
+    """(process type, pid) of this driver's own Ray processes (raylet, gcs_server, ...) that died
+    under the run (assumption 11); none where it started none (it joined a cluster)."""
+    try:
+        from ray._private import worker
+    except ImportError:
+        return []
+    node = getattr(worker, "_global_node", None)
+    if node is None:
+        return []
+    return [(kind, process.pid) for kind, process in node.dead_processes()]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from raypress.artifacts import Artifact, DatasetArtifact
 from raypress.dag.blocks import joined, plan_joins
@@ -20,6 +20,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 class RunArtifacts(dict):
     """node id -> the Artifact it produced (a Dataset, a Model, a Report)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._deferred: dict[str, Callable[[], Artifact]] = {}
+
+    def defer(self, node_id: str, load: Callable[[], Artifact]) -> None:
+        """``load()`` gives the node's artifact when a step first reads it: a resumed node's output on
+        disk becomes a Ray dataset only if a step that still has work reads it."""
+        self._deferred[node_id] = load
+
+    def __missing__(self, node_id: str) -> Artifact:
+        if node_id not in self._deferred:
+            raise KeyError(node_id)
+        self[node_id] = self._deferred.pop(node_id)()
+        return self[node_id]
 
     def inputs(self, node: VNode, side_only: bool = False) -> dict[str, Any]:
         """Artifacts for each input slot (a list of Datasets becomes their union; a list slot of

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from raypress.artifacts import Artifact, ModelArtifact, ReportArtifact
-from raypress.dag.cancel import RunCancelled, cancel_on_signals
+from raypress.dag.ray_deaths import ray_process_deaths
+from raypress.dag.cancel import RunCancelled, cancel_on_signals, hold_signals, received, restore_signals
 from raypress.dag.destination import Destination, DestinationConflict
 from raypress.dag.error_budget import RunFailed, describe_error, without_ansi
 from raypress.dag.execute import ExecutionPolicy
@@ -55,6 +56,7 @@ class Runner:
         self.ledger = Ledger()
         self.artifacts = RunArtifacts()
         self.cleanups: list[Callable[[], None]] = []
+        self.ray_started = False  # Ray starts with the first step that has work to do
         self.timer: Any = None  # the run's OpTimer actor, once Ray is up
         self.cpu_meter: Any = None  # measures each segment's CPU utilisation (dag.cpu_meter)
         self.destinations = {nid: self._destination(node) for nid, node in self.vp.nodes.items()
@@ -121,11 +123,6 @@ class Runner:
             return self._run_locked()
 
     def _run_locked(self) -> Ledger:
-        from raypress.dag.cpu_meter import new_meter
-        from raypress.dag.op_timing import new_timer
-        from raypress.dag.ray_compat import keep_rows_in_order, notice_finished_tasks_sooner, start_every_core_at_once
-        from raypress.dag.ray_session import ensure_ray
-
         self.resolved.write()
         plan = make_plan(self.vp)
         self.store.write_ledger(self.ledger.to_json())  # status: running (a killed run still says so)
@@ -133,20 +130,21 @@ class Runner:
                    "steps": len(plan.steps)})
         start = time.perf_counter()
         try:
-            cancel_on_signals()
+            cancel_on_signals(fresh=True)
             self._check_destinations()
-            ensure_ray(self.address or self.vp.spec.ray_address, host=self.ray_host)  # --address wins
-            cancel_on_signals()  # again: ray.init set its own (a C++ stack dump, then SystemExit)
-            keep_rows_in_order()
-            start_every_core_at_once()
-            notice_finished_tasks_sooner()
-            self.timer = new_timer()
-            self.cpu_meter = new_meter()
+            if int(self.settings.get("concurrent_steps", 1)) > 1:
+                self._ray_up()  # before steps start in threads (ray.init sets signal handlers)
             self._run_steps(plan)
         except BaseException as exc:
+            hold_signals()
+            cancelled = received()  # the signal, whatever error it surfaced as
             self._cleanup()
-            self._fail(exc, time.perf_counter() - start)
+            self._fail(cancelled or exc, time.perf_counter() - start)
+            if cancelled is not None and cancelled is not exc:
+                raise cancelled from exc
             raise
+        finally:
+            restore_signals()
         self._cleanup()
         self.ledger.status = "succeeded"
         self._warn_total_drops()
@@ -155,11 +153,33 @@ class Runner:
                    "adds_up": not self.ledger.problems})
         return self.ledger
 
+    def _ray_up(self) -> None:
+        """Start or join Ray once, when the first step that has work to do needs it: a run whose
+        steps all resume from disk ends in about a second instead of starting Ray (4-8 s)."""
+        if self.ray_started:
+            return
+        from raypress.dag.cpu_meter import new_meter
+        from raypress.dag.op_timing import new_timer
+        from raypress.dag.ray_compat import keep_rows_in_order, notice_finished_tasks_sooner, start_every_core_at_once
+        from raypress.dag.ray_session import ensure_ray
+
+        ensure_ray(self.address or self.vp.spec.ray_address, host=self.ray_host)  # --address wins
+        cancel_on_signals()  # again: ray.init set its own (a C++ stack dump, then SystemExit)
+        keep_rows_in_order()
+        start_every_core_at_once()
+        notice_finished_tasks_sooner()
+        self.cpu_meter = new_meter()
+        self.timer = new_timer()
+        self.ray_started = True
+
     def _fail(self, exc: BaseException, seconds: float) -> None:
         import traceback
 
         self.ledger.status = "cancelled" if isinstance(exc, RunCancelled) else "failed"
         self.ledger.error = describe_error(exc)
+        deaths = [] if isinstance(exc, RunCancelled) else ray_process_deaths(exc)
+        if deaths:  # the run saw only the consequence (an actor or a task lost): the cause first
+            self.ledger.error = f"{deaths[0]} (the run saw: {self.ledger.error})"
         self.ledger.unfinished = [nid for nid in self.vp.order if nid not in self.ledger.nodes]
         self._finish_ledger()
         self.emit({"event": f"run_{self.ledger.status}", "error": self.ledger.error,
@@ -211,6 +231,7 @@ class Runner:
         consumed = self._consumed(seg.nodes)
         if self._resume(seg.sink, seg.nodes, consumed):
             return
+        self._ray_up()
         env = SegmentEnv(self.store, self.settings, ExecutionPolicy.from_settings(self.settings), self.artifacts,
                          self.timer, self.ctx, self.emit, self.cpu_meter)
         try:
@@ -237,6 +258,7 @@ class Runner:
         consumed = self._consumed([nid])
         if node.op_cls.resumable and self._resume(nid, [nid], consumed):
             return
+        self._ray_up()
         self.store.clear_outputs(nid)
         self.emit({"event": "node_started", "node": nid, "op": node.op_cls.name})
         start = time.perf_counter()
@@ -289,24 +311,27 @@ class Runner:
             self.emit({"event": "node_rerun", "node": sink, "nodes": chain, "reason": reason})
             return False
         self.ledger.nodes.update(state["entries"])
-        self.artifacts.update(self._saved_artifact(sink, state))
+        self._restore_artifact(sink, state)
         self.output_digests[sink] = digest(state["produced"])
         for nid in chain:
             self.emit({"event": "node_skipped", "node": nid,
                        "reason": "output on disk, inputs and config unchanged"})
         return True
 
-    def _saved_artifact(self, sink: str, state: dict[str, Any]) -> dict[str, Artifact]:
+    def _restore_artifact(self, sink: str, state: dict[str, Any]) -> None:
         kind = state.get("type")
         if kind == ArtifactType.MODEL.value:
-            return {sink: ModelArtifact.load(state["output_path"])}
-        if kind == ArtifactType.REPORT.value:
-            return {sink: ReportArtifact.load(state["output_path"])}
-        if state.get("materialized"):
-            policy = ExecutionPolicy.from_settings(self.settings)
-            return {sink: read_materialized(Path(state["output_path"]), int(state["rows"]),
-                                            float(self.settings.get("in_memory_mb", 64)), policy.block_rows)}
-        return {}
+            self.artifacts[sink] = ModelArtifact.load(state["output_path"])
+        elif kind == ArtifactType.REPORT.value:
+            self.artifacts[sink] = ReportArtifact.load(state["output_path"])
+        elif state.get("materialized"):
+            self.artifacts.defer(sink, lambda: self._read_materialized(state))
+
+    def _read_materialized(self, state: dict[str, Any]) -> Artifact:
+        self._ray_up()  # a Ray dataset of the parts on disk
+        policy = ExecutionPolicy.from_settings(self.settings)
+        return read_materialized(Path(state["output_path"]), int(state["rows"]),
+                                 float(self.settings.get("in_memory_mb", 64)), policy.block_rows)
 
 
 def _stale(state: dict[str, Any], consumed: dict[str, Any]) -> str | None:

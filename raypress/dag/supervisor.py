@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from raypress.dag.cpu_meter import stat_fields
+from raypress.dag.ray_deaths import WATCHED, death_line
 from raypress.dag.resolve import ResolvedPipeline
 from raypress.dag.run_lock import RunLock
 
@@ -78,8 +79,7 @@ def run_supervised(argv: list[str], resolved: ResolvedPipeline, echo: Callable[[
         # a raylet/GCS gone in the same poll as the run is evidence only when the run failed with
         # Ray's own exit code 1 and nothing better was printed (it is listed last: weakest first found)
         late = watch.late_deaths if rc == 1 else []
-        return _settle(run_dir, rc, [*tail, *watch.deaths, *late], list(resolved.vp.order), echo,
-                       ray_deaths=watch.deaths)
+        return _settle(run_dir, rc, [*tail, *watch.deaths, *late], list(resolved.vp.order), echo)
     finally:
         lock.release()
 
@@ -90,7 +90,7 @@ class RayProcessWatch(threading.Thread):
     (it depends on timing), so the printed tail alone cannot be relied on for the cause.  Reads
     /proc once every ``interval`` s; elsewhere (no /proc) it watches nothing."""
 
-    WATCHED = {"raylet": "Raylet is terminated", "gcs_server": "GCS died"}
+    WATCHED = WATCHED
     # A SIGKILLed raylet closes its sockets (and the driver exits) before the kernel has finished
     # tearing it down and its /proc state says so: wait this long for the watched to be seen dead.
     SETTLE_S = 1.0
@@ -143,8 +143,7 @@ class RayProcessWatch(threading.Thread):
                 self.session_dirs.update(_SESSION_DIR.findall(_cmdline(pid)))
         for pid, name in list(self.seen.items()):
             if alive.get(pid) != name:
-                self.deaths.append(f"{self.WATCHED[name]}: Ray's {name} process (pid {pid}) ended while the "
-                                   f"run was still running")
+                self.deaths.append(death_line(name, pid))
                 del self.seen[pid]
 
     def end_leftovers(self, grace_s: float = 2.0) -> list[int]:
@@ -284,20 +283,12 @@ def _wait(child: subprocess.Popen) -> int:
         signal.signal(signal.SIGTERM, previous_term)
 
 
-def _settle(run_dir: Path, rc: int, tail: list[str], node_order: list[str], echo: Callable[[str], None],
-            ray_deaths: Iterable[str] = ()) -> int:
-    ray_deaths = list(ray_deaths)
+def _settle(run_dir: Path, rc: int, tail: list[str], node_order: list[str], echo: Callable[[str], None]) -> int:
     ledger_path = run_dir / "ledger.json"
     try:
         ledger = json.loads(ledger_path.read_text())
     except (OSError, ValueError):
         ledger = None
-    if ledger is not None and ledger.get("status") == "failed" and ray_deaths:
-        # the run saw only the consequence (an actor or task lost with the raylet): name the cause first
-        ledger["error"] = f"{ray_deaths[0]} (the run saw: {ledger.get('error')})"
-        _write_ledger(run_dir, ledger)
-        echo(f"cause: {ray_deaths[0]}")
-        return rc
     if ledger is not None and ledger.get("status") in ("succeeded", "failed", "cancelled"):
         return rc  # the run said how it ended
     reason = died_reason(rc, tail)

@@ -284,7 +284,8 @@ def test_a_signal_cancels_the_run_in_one_line(tmp_path, sig):
         if proc.poll() is None:
             proc.kill()
     ledger = json.loads((run_dir / "ledger.json").read_text())
-    assert ledger["status"] == "cancelled" and ledger["error"] == f"cancelled by {sig.name}", ledger
+    said = (ledger.get("error"), err[-3000:])
+    assert ledger["status"] == "cancelled" and ledger["error"] == f"cancelled by {sig.name}", said
     assert proc.returncode == 128 + sig, (proc.returncode, err[-3000:])
     assert f"run cancelled by {sig.name}" in err
     for noise in ("SIGTERM received", "PC: @", "Traceback", "SystemExit", "KeyboardInterrupt"):
@@ -298,9 +299,9 @@ def test_a_killed_supervisor_ends_its_run_and_a_killed_run_ends_its_ray(tmp_path
     child = _run_child(psutil.Process(proc.pid))
     tree = [child, *child.children(recursive=True)]
     proc.kill()
-    _gone([child], within_s=1.0)  # the run ends, its Ray processes with it (a second is plenty)
-    ledger = json.loads((run_dir / "ledger.json").read_text())
-    assert ledger["status"] == "cancelled" and ledger["error"] == "cancelled by SIGHUP"
+    _gone([child], within_s=2.0)  # the run ends, its Ray processes with it (40-170 ms here; Ray's own
+    ledger = json.loads((run_dir / "ledger.json").read_text())  # shutdown alone takes 2-4 s)
+    assert ledger["status"] == "cancelled" and ledger["error"] == "cancelled by SIGHUP", ledger.get("error")
     _gone(tree, within_s=5)
 
     proc, run_dir = _slow_run(tmp_path / "b")

@@ -138,3 +138,13 @@ def test_cpu_meter_counts_an_embedded_driver_once(ray_session):
 
     worker_pid = ray.get(ray.remote(num_cpus=0)(pid).remote())
     assert ray.get(local.holds.remote(worker_pid)) is True
+
+
+def test_dead_ray_processes__the_driver_sees_its_own_live_raylet_and_nothing_dead(ray_session):
+    """Assumption 11: the session's node lists its processes by Ray's type names (a dead raylet shows
+    as "raylet"); a healthy session has none dead."""
+    from ray._private import worker
+
+    live = {kind for kind, _ in worker._global_node.live_processes()}
+    assert {"raylet", "gcs_server"} <= live, live
+    assert ray_compat.dead_ray_processes() == []

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import textwrap
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from raypress.dag.runner import RunFailed, run_pipeline
+from raypress.dag.cancel import RunCancelled
+from raypress.dag.runner import RunFailed, Runner, run_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -108,6 +112,27 @@ def test_error_budget_stops_the_run_loudly(ray_session, tmp_path):
     assert "max_error_ratio" in msg and "quarantine" in msg
 
 
+def test_a_signal_that_surfaces_as_another_error_still_cancels_the_run(ray_session, tmp_path, monkeypatch):
+    """Seen in CI (issue 32 case 3): the signal's handler ran inside Ray's Cython code, whose call then
+    failed with a SystemError of its own, and the run was recorded as failed, not cancelled."""
+    def steps_hit_by_sigterm(self, plan) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)
+        except RunCancelled:
+            raise SystemError("<built-in method __new__ of type object at 0x7f00> returned a result with an "
+                              "exception set") from None
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(Runner, "_run_steps", steps_hit_by_sigterm)
+    with pytest.raises(RunCancelled) as info:
+        run_pipeline(str(pipeline(tmp_path)), run_dir=str(tmp_path / "run"))
+    assert info.value.signal_name == "SIGTERM" and isinstance(info.value.__cause__, SystemError)
+    ledger = json.loads((tmp_path / "run" / "ledger.json").read_text())
+    assert ledger["status"] == "cancelled" and ledger["error"] == "cancelled by SIGTERM", ledger
+    assert signal.getsignal(signal.SIGTERM) == before  # the test process's own handler is back
+
+
 def test_resume_skips_finished_nodes(ray_session, tmp_path):
     path = str(pipeline(tmp_path))
     run_dir = tmp_path / "run"
@@ -136,3 +161,20 @@ def test_resume_skips_finished_nodes(ray_session, tmp_path):
     assert a == b and len(a) == fresh["nodes"]["out_parquet"]["rows_out"]
     assert {k: v["rows_out"] for k, v in ledger["nodes"].items()} == \
            {k: v["rows_out"] for k, v in fresh["nodes"].items()}
+
+
+def test_a_run_with_nothing_left_to_do_starts_no_ray(ray_session, tmp_path, monkeypatch):
+    """Every step resumes from disk: the run ends without starting or joining Ray (4-8 s before)."""
+    from raypress.dag import ray_session as session_module
+
+    path, run_dir = str(pipeline(tmp_path)), str(tmp_path / "run")
+    first = run_pipeline(path, run_dir=run_dir)
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("a run with nothing to do started Ray")
+
+    monkeypatch.setattr(session_module, "ensure_ray", no_ray)
+    again = run_pipeline(path, run_dir=run_dir)
+    assert again["adds_up"] and again["nodes"] == first["nodes"]
+    with pytest.raises(AssertionError, match="started Ray"):  # one step with work to do does start it
+        run_pipeline(path, run_dir=run_dir, overrides=["words.min_num=6"])

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ import pytest
 from raypress.dag.destination import Destination, DestinationConflict
 from raypress.dag.fingerprint import input_change, input_files, output_change
 from raypress.dag.run_lock import held_by_parent, RunLock
-from raypress.dag.supervisor import died_reason
+from raypress.dag import ray_deaths
+from raypress.dag.supervisor import _settle, died_reason
 
 OWNER = {"pipeline": "p", "node": "out", "op": "write_jsonl"}
 
@@ -173,6 +175,36 @@ def test_died_reason_finds_the_raylet_in_what_the_run_printed():
     assert "killed by SIGKILL" in died_reason(-9, ["ValueError: boom"])
     assert "ValueError: boom" in died_reason(1, ["x", "ValueError: boom", "more"])
     assert "without reporting an error" in died_reason(1, [])
+
+
+def test_a_failed_ledger_keeps_its_error_when_ray_ends_after_it(tmp_path):
+    """A run that failed on its own (an error budget) then shut its Ray down while its process still
+    ran; the supervisor named that shutdown as the cause: `Raylet is terminated ... (the run saw: ...)`."""
+    ledger = {"status": "failed", "error": "node 'src' (read_jsonl): 200 of 2000 rows raised errors", "nodes": {}}
+    (tmp_path / "ledger.json").write_text(json.dumps(ledger))
+    tail = [ray_deaths.death_line("raylet", 4242)]
+    assert _settle(tmp_path, 1, tail, ["src"], echo=lambda line: None) == 1
+    assert json.loads((tmp_path / "ledger.json").read_text()) == ledger
+
+
+def test_the_run_names_its_own_dead_raylet_and_waits_for_it_only_after_a_ray_loss(monkeypatch):
+    from ray.exceptions import ActorDiedError
+
+    monkeypatch.setattr(ray_deaths, "SETTLE_S", 0.3)
+    deaths: list[tuple[str, int]] = []
+    monkeypatch.setattr(ray_deaths, "dead_ray_processes", lambda: list(deaths))
+    assert ray_deaths.ray_process_deaths(ValueError("an op's own error")) == []
+    start = time.monotonic()
+    assert ray_deaths.ray_process_deaths(RuntimeError("wrapped")) == []
+    assert time.monotonic() - start < 0.1  # nothing of Ray's in the chain: no wait
+    wrapped = RuntimeError("a Ray Data task failed")
+    wrapped.__cause__ = ActorDiedError()
+    start = time.monotonic()
+    assert ray_deaths.ray_process_deaths(wrapped) == [] and time.monotonic() - start >= 0.3
+    deaths.append(("raylet", 4242))
+    deaths.append(("dashboard_agent", 4243))
+    assert ray_deaths.ray_process_deaths(wrapped) == [
+        "Raylet is terminated: Ray's raylet process (pid 4242) ended while the run was still running"]
 
 
 def test_the_watch_notes_a_raylet_that_ends_under_a_running_run(tmp_path):
