@@ -181,12 +181,20 @@ def test_a_hugging_face_hub_dataset_is_read_from_the_local_cache(tmp_path, monke
     assert (spec.nodes[0].op, spec.nodes[0].params) == ("read_hf_dataset",
                                                         {"hub_id": "a/b", "hub_config": "q", "split": "train"})
     assert spec.nodes[1].input == "dataset"  # no "missing input" for the first op
-    pytest.importorskip("datasets")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
+    datasets = pytest.importorskip("datasets")
+    import huggingface_hub.constants as hub
+
+    # a process that imported them online (they read the switches once, at import): before, the
+    # Hub was asked with retries for ~20 s before the missing dataset was said
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
     with pytest.raises(FileNotFoundError, match=r"'a/b' \(configuration 'q'\), split 'train', is not in the local "
-                                                r"datasets cache .* raypress never downloads"):
+                                                r"datasets cache .* raypress never downloads") as info:
         ReadHfDataset(ReadHfDatasetParams(**spec.nodes[0].params))._load(RunContext(str(tmp_path), "dataset"))
+    assert "OfflineModeIsEnabled" in str(info.value)  # refused offline, not after the Hub's retries
+    assert f"cache ({datasets.config.HF_DATASETS_CACHE})" in str(info.value)  # the folder it looked in
     with pytest.raises(ValueError, match="exactly one of"):
         ReadHfDatasetParams(hub_id="a/b", path=str(tmp_path))
 

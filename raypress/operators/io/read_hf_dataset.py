@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Literal
@@ -22,7 +21,7 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext
-from raypress.operators.io.hf.offline import offline_datasets
+from raypress.operators.io.hf.offline import datasets_cache, offline_datasets
 from raypress.operators.registry import register
 from raypress.operators.shared.files import map_items
 from raypress.operators.shared.rows import with_row_ids
@@ -73,7 +72,7 @@ class ReadHfDatasetParams(Params):
         return self
 
 
-@register("read_hf_dataset", requires={"datasets": "hf"})
+@register("read_hf_dataset", requires={"datasets": "hf", "huggingface_hub": "hf"})
 class ReadHfDataset(Reader[ReadHfDatasetParams]):
     """Read a local Hugging Face dataset (save_to_disk directory or json/csv/parquet files)."""
 
@@ -128,7 +127,7 @@ def _from_hub_cache(datasets: Any, hub_id: str, config: str | None, split: str) 
     try:
         hf = datasets.load_dataset(hub_id, config, split=split)
     except (ConnectionError, FileNotFoundError, ValueError) as exc:
-        where = os.environ.get("HF_DATASETS_CACHE") or os.environ.get("HF_HOME") or "~/.cache/huggingface"
+        where = datasets_cache(datasets)
         named = f"{hub_id!r}" + (f" (configuration {config!r})" if config else "")
         raise FileNotFoundError(
             f"the Hugging Face Hub dataset {named}, split {split!r}, is not in the local datasets cache ({where}), "

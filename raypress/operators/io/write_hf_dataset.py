@@ -24,7 +24,7 @@ class WriteHfDatasetParams(WriterParams):
     path: str = Field(description="output directory ('{run_dir}' expands to the run directory)")
 
 
-@register("write_hf_dataset", requires={"datasets": "hf"})
+@register("write_hf_dataset", requires={"datasets": "hf", "huggingface_hub": "hf"})
 class WriteHfDataset(Writer[WriteHfDatasetParams]):
     """Write a Hugging Face dataset directory (save_to_disk) that datasets.load_from_disk opens."""
 
