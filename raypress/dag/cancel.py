@@ -92,11 +92,15 @@ def end_now(exit_code: int) -> None:
     For a run whose supervisor died (SIGHUP): nobody reads its output or waits for it, its ledger
     and events are written, and Ray's orderly shutdown took 2-4 s more; a connected cluster's
     processes are not this process's children and are left alone."""
-    from raypress.dag.supervisor import descendants
+    from raypress.dag.ray_compat import own_session_dir
+    from raypress.dag.supervisor import descendants, session_processes
 
     me = os.getpid()
-    for pid in descendants(me):
-        if pid != me:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+    session = own_session_dir()
+    # Ray's processes below this one, and those of its own session already re-parented away (a
+    # dashboard agent outlived the run when its raylet went first)
+    doomed = set(descendants(me)) | set(session_processes(session) if session else [])
+    for pid in doomed - {me}:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     os._exit(exit_code)

@@ -40,7 +40,9 @@ The assumptions (Ray 2.60):
    block order however the blocks finish (``sink.number_parts`` numbers the parts by it).
 11. ``dead_ray_processes``: ``ray._private.worker._global_node`` is the node this driver started (none of
    its own when it joined a cluster), and its ``dead_processes()`` lists those of its processes that
-   have exited and were not ended by Ray itself, as (process type, ``subprocess.Popen``) pairs.
+   have exited and were not ended by Ray itself, as (process type, ``subprocess.Popen``) pairs; its
+   ``all_processes`` is empty when it started none, and ``get_session_dir_path()`` is the session's
+   folder, which every process of that session names in its command line.
 """
 
 from __future__ import annotations
@@ -170,3 +172,16 @@ def dead_ray_processes() -> list[tuple[str, int]]:
     if node is None:
         return []
     return [(kind, process.pid) for kind, process in node.dead_processes()]
+
+
+def own_session_dir() -> str | None:
+    """The session folder of the Ray node this driver started (assumption 11); None when it started
+    none (it joined a cluster, whose processes are not the run's to end)."""
+    try:
+        from ray._private import worker
+    except ImportError:
+        return None
+    node = getattr(worker, "_global_node", None)
+    if node is None or not node.all_processes:
+        return None
+    return node.get_session_dir_path()

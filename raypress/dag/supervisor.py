@@ -198,6 +198,12 @@ def _pids() -> list[int]:
     return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
 
 
+def session_processes(session_dir: str) -> list[int]:
+    """Live processes whose command line names a Ray session's folder: that session's processes,
+    those re-parented away from the run included."""
+    return [pid for pid in _pids() if session_dir in _cmdline(pid) and _alive(pid)]
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")

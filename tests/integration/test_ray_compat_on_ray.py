@@ -148,3 +148,19 @@ def test_dead_ray_processes__the_driver_sees_its_own_live_raylet_and_nothing_dea
     live = {kind for kind, _ in worker._global_node.live_processes()}
     assert {"raylet", "gcs_server"} <= live, live
     assert ray_compat.dead_ray_processes() == []
+
+
+def test_own_session_dir__every_process_of_the_session_names_it(ray_session):
+    """Assumption 11: a run ends its own session's processes by the folder their command lines name
+    (`cancel.end_now`), those re-parented away from it included."""
+    import os
+
+    from ray._private import worker
+
+    from raypress.dag.supervisor import session_processes
+
+    session = ray_compat.own_session_dir()
+    assert session and os.path.isdir(session)
+    found = set(session_processes(session))
+    raylets = {p.pid for kind, p in worker._global_node.live_processes() if kind == "raylet"}
+    assert raylets and raylets <= found and os.getpid() not in found
