@@ -161,27 +161,25 @@ def node_raylet_pid() -> int:
     return os.getppid()
 
 
-def dead_ray_processes() -> list[tuple[str, int]]:
-    """(process type, pid) of this driver's own Ray processes (raylet, gcs_server, ...) that died
-    under the run (assumption 11); none where it started none (it joined a cluster)."""
+def _own_node():
+    """The Ray node this driver started, or None (no Ray, or it joined a cluster and started none)."""
     try:
         from ray._private import worker
     except ImportError:
-        return []
+        return None
     node = getattr(worker, "_global_node", None)
-    if node is None:
-        return []
-    return [(kind, process.pid) for kind, process in node.dead_processes()]
+    return node if node is not None and node.all_processes else None
+
+
+def dead_ray_processes() -> list[tuple[str, int]]:
+    """(process type, pid) of this driver's own Ray processes (raylet, gcs_server, ...) that died
+    under the run (assumption 11); none where it started none (it joined a cluster)."""
+    node = _own_node()
+    return [(kind, process.pid) for kind, process in node.dead_processes()] if node is not None else []
 
 
 def own_session_dir() -> str | None:
     """The session folder of the Ray node this driver started (assumption 11); None when it started
     none (it joined a cluster, whose processes are not the run's to end)."""
-    try:
-        from ray._private import worker
-    except ImportError:
-        return None
-    node = getattr(worker, "_global_node", None)
-    if node is None or not node.all_processes:
-        return None
-    return node.get_session_dir_path()
+    node = _own_node()
+    return node.get_session_dir_path() if node is not None else None
