@@ -101,12 +101,12 @@ def test_duplicate_tokens_by_form_type_and_the_toxicity_report(run):
     assert (reports / "demographics" / "table.md").read_text().startswith("# BeanCounter")
 
 
-def test_six_runs_in_a_row_without_a_worker_crash(ray_session, edgar_files, tmp_path, capfd):
+def test_ten_runs_in_a_row_without_a_worker_crash(ray_session, edgar_files, tmp_path, capfd):
     """Issue 32 case 6: a Ray worker aborted ("Mutex corrupt", SIGABRT) in the hash shuffle of
     Ray Data's groupby (200 partitions over 11 rows) that dedup_token_report ran; it sums per block now.
     A crashed worker's task is retried by Ray, so the runs' output is searched for the crash too."""
     tables = set()
-    for i in range(6):
+    for i in range(10):  # the issue's count: the crash came about once in a few runs
         ledger = run_beancounter(edgar_files, tmp_path / f"run{i}")
         assert ledger["status"] == "succeeded" and ledger["adds_up"], ledger
         tables.add((tmp_path / f"run{i}" / "reports" / "dup_tokens" / "table.md").read_text())
