@@ -58,7 +58,10 @@ class Sliced:
 
     Why: Ray fuses a reader's ``map_batches`` with the ops after it and bundles the reader's inputs
     (one per file or byte range) up to the largest fused batch size, so a 4-file text recipe ran as
-    one task on one core; with no batch size the fused chain runs one task per reader input."""
+    one task on one core; with no batch size the fused chain runs one task per reader input.  The
+    same holds after a global op: its mark pass reads the materialized input one file per row, and
+    a mapper after it (``drop_stats``, batch size 1024) bundled all of them into one task (MinHash's
+    mark pass and export over 4 GB ran on one core)."""
 
     def __init__(self, fn: Any, rows: int | None):
         self.fn, self.rows = fn, rows
@@ -73,8 +76,9 @@ class Sliced:
 
 def apply_streaming(ds: "Any", node: VNode, policy: ExecutionPolicy, artifacts: dict[str, Any], timer: Any,
                     cut: bool = False, per_input: bool = False) -> "Any":
-    """``ds`` with ``node``'s op applied lazily (``map_batches`` on Arrow batches).  ``per_input``:
-    the segment reads files, and its fused chain should run one task per reader input (``Sliced``)."""
+    """``ds`` with ``node``'s op applied lazily (``map_batches`` on Arrow batches), on whole blocks
+    sliced to its batch size (``Sliced``) unless the rows were ``cut`` into blocks for it.
+    ``per_input``: the segment starts at a reader, whose ``np`` tasks the op's join (they fuse)."""
     import ray
     import ray.data
 
@@ -102,6 +106,6 @@ def apply_streaming(ds: "Any", node: VNode, policy: ExecutionPolicy, artifacts: 
         kwargs["compute"] = ray.data.TaskPoolStrategy(size=policy.np)
     # as tasks; a stateful op keeps its loaded op in each worker process
     fn = PerWorkerOpRunner(**runner_kwargs) if node.op_cls.stateful else StreamingOpRunner(**runner_kwargs)
-    if per_input and not cut:
+    if not cut:  # whole blocks (no batch size for Ray to bundle inputs to), sliced in the task
         return ds.map_batches(Sliced(fn, batch_size), **{**kwargs, "batch_size": None})
     return ds.map_batches(fn, **kwargs)

@@ -153,10 +153,9 @@ class RayProcessWatch(threading.Thread):
         for one started since the last look (a new Ray worker), by its command line naming the run's
         Ray session folder."""
         left = [pid for pid, start in self.started.items() if _alive(pid) and _start_time(pid) == start]
-        if self.session_dirs:
-            me = os.getpid()
-            left += [pid for pid in _pids() if pid not in left and pid != me and _alive(pid)
-                     and any(d in _cmdline(pid) for d in self.session_dirs)]
+        me = os.getpid()
+        for session in self.session_dirs:
+            left += [pid for pid in session_processes(session) if pid not in left and pid != me]
         signalled = list(left)
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in left:

@@ -89,3 +89,34 @@ def test_auto_cuts_only_segments_whose_ops_load_a_model(ray_session, tmp_path):
         assert rows == sorted(rows) and len(rows) == ledger["nodes"]["lang"]["rows_out"] > 0
         parts[name] = len(files)
     assert parts["text-auto"] <= 2 and parts["text-50"] >= 12 and parts["model-auto"] >= 2, parts
+
+
+def test_a_mapper_after_materialized_parts_runs_one_task_per_part(ray_session, tmp_path):
+    """Issue 30: a segment after a global op reads its input one file per row, and Ray bundled those
+    rows up to a fused op's batch size: `drop_stats` (1024) put MinHash's whole mark pass and export
+    into one task (4 GB on one core)."""
+    import pyarrow as pa
+    import ray
+
+    from raypress.dag.execute import ExecutionPolicy, apply_streaming
+    from raypress.dag.op_timing import new_timer
+    from raypress.dag.run_artifacts import read_materialized
+    from raypress.dag.validate import load_pipeline
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for p in range(4):
+        pq.write_table(pa.table({"id": [f"{p}-{i}" for i in range(50)],
+                                 "text": [f"{SENTENCES[i % 4]} Item {i}." for i in range(50)]}),
+                       parts / f"part-{p:08d}.parquet")
+    lazy = read_materialized(parts, rows=200, in_memory_mb=0, block_rows=256)  # read per file, lazily
+    node = load_pipeline(pipeline(tmp_path, "auto", op=WORDS)).nodes["lang"]
+    assert node.op_cls.batch_size == 1024
+    ds = apply_streaming(lazy.ds, node, ExecutionPolicy(), {}, new_timer())
+
+    def task_of(table: pa.Table) -> pa.Table:
+        return pa.table({"task": [ray.get_runtime_context().get_task_id()], "rows": [table.num_rows]})
+
+    seen = ds.map_batches(task_of, batch_size=None, batch_format="pyarrow").take_all()
+    assert sum(r["rows"] for r in seen) == 200
+    assert len({r["task"] for r in seen}) == 4, seen  # was 1

@@ -186,7 +186,9 @@ def test_band_rows_through_files_give_the_same_answer(tmp_path):
                                    run=local_step, collect=sum, folder=str(tmp_path / str(verify)))
         assert [t.to_pylist() for t in in_files[0]] == [t.to_pylist() for t in in_memory[0]]
         assert in_files[1] == in_memory[1]
-        assert list((tmp_path / str(verify)).glob("*.arrow"))  # the pieces did go through files
+        pieces = [pa.ipc.open_file(str(f)).schema.names for f in (tmp_path / str(verify)).glob("*.arrow")]
+        assert any(KEY in names for names in pieces)  # the band rows went through files,
+        assert any(names == ["node", "nbr"] for names in pieces)  # and the components' edges too
 
 
 def test_verify_keeps_true_pairs_on_planted_data():

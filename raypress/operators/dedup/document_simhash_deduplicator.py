@@ -99,11 +99,12 @@ def near_duplicates(
 ) -> tuple[Any, dict[str, int]]:
     """The input (a Dataset's blocks; or tables with ``run=local_step, collect=sum``) with its near
     duplicates marked (a lazy Dataset; or the tables), in the same order, and counts of what it
-    took.  With a ``folder``, the bucket rows travel through files there (see the MinHash op's)."""
+    took.  With a ``folder``, the bucket rows and candidate edges travel through files there (see the
+    MinHash op's)."""
     keys = source.map_blocks(bucket_rows, cfg=cfg)
     rows, count = run(route_step, ([b] for b in keys), n, key=KEY, n=n, folder=folder)
-    edges, found = run(pairs_step, rows, n, hamming_distance=cfg.hamming_distance, n=n)
-    labels, rounds, labelled = connected_components(edges, n, run=run, collect=collect)
+    edges, found = run(pairs_step, rows, n, hamming_distance=cfg.hamming_distance, n=n, folder=folder)
+    labels, rounds, labelled = connected_components(edges, n, run=run, collect=collect, folder=folder)
     n_combo = len(block_combinations(cfg.num_blocks, cfg.hamming_distance))
     stats = dict(partitions=n, documents=collect(count) // n_combo, candidate_edges=collect(found),
                  rounds=rounds, duplicates=labelled)

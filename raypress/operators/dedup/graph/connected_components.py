@@ -142,17 +142,19 @@ def labels_step(tables: list[pa.Table]) -> tuple[list[pa.Table], int]:
 
 
 def connected_components(
-    parts: list[list["ObjectRef"]], n: int, run: Callable = run_step, collect: Callable = total
+    parts: list[list["ObjectRef"]], n: int, run: Callable = run_step, collect: Callable = total,
+    folder: str | None = None,
 ) -> tuple[list["ObjectRef"], int, int]:
     """``parts[p]`` are the edge pieces routed to partition p by ``node`` (refs for Ray tasks; tables
-    with ``run=local_step, collect=sum``, which runs the same steps in this process).
+    with ``run=local_step, collect=sum``, which runs the same steps in this process).  With a
+    ``folder``, the rounds' edge pieces travel through files there (their size grows with the input).
 
     Returns the label pieces (one per partition: ``(node, label)`` of every non-centre node), the
     rounds run and the number of labelled nodes.  Only refs and one integer per task reach the
     driver."""
     for rounds in range(1, MAX_ROUNDS + 1):
-        parts, c1 = run(large_star_step, parts, n, n=n)
-        parts, c2 = run(small_star_step, parts, n, n=n)
+        parts, c1 = run(large_star_step, parts, n, n=n, folder=folder)
+        parts, c2 = run(small_star_step, parts, n, n=n, folder=folder)
         if collect(c1) + collect(c2) == 0:
             out, counts = run(labels_step, parts, 1)
             return out[0], rounds, collect(counts)

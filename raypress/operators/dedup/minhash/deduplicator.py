@@ -195,8 +195,8 @@ def near_duplicates(
 ) -> tuple[Any, dict[str, int]]:
     """The input (a Dataset's blocks; or tables with ``run=local_step, collect=sum``) with its near
     duplicates marked (a lazy Dataset; or the tables), in the same order, and what it took.  With a
-    ``folder``, the band rows (and with ``verify`` the candidates' shingles) travel through files
-    there; the caller removes it once this returns."""
+    ``folder``, the band rows, the candidate edges of every round (and with ``verify`` the
+    candidates' shingles) travel through files there; the caller removes it once this returns."""
     gpus = 1 if cfg.device != "cpu" else 0  # signatures by the Triton kernel, one GPU per task
     keys = source.map_blocks(band_rows, num_gpus=gpus, cfg=cfg)
     bands, docs = run(route_step, ([b] for b in keys), n, key=KEY, n=n, folder=folder)
@@ -204,10 +204,10 @@ def near_duplicates(
         members, _ = run(members_step, bands, 1, op=cfg.op)
         attach = AttachShingles(members[0], cfg)
         shingled, _ = run(route_step, ([b] for b in source.map_blocks(attach)), n, key=KEY, n=n, folder=folder)
-        edges, found = run(verify_step, shingled, n, threshold=cfg.threshold, n=n)
+        edges, found = run(verify_step, shingled, n, threshold=cfg.threshold, n=n, folder=folder)
     else:
-        edges, found = run(bucket_step, bands, n, n=n, op=cfg.op)
-    labels, rounds, labelled = connected_components(edges, n, run=run, collect=collect)
+        edges, found = run(bucket_step, bands, n, n=n, op=cfg.op, folder=folder)
+    labels, rounds, labelled = connected_components(edges, n, run=run, collect=collect, folder=folder)
     stats = dict(partitions=n, bands=cfg.num_bands, rows_per_band=cfg.rows_per_band,
                  documents=collect(docs) // max(cfg.num_bands, 1), candidate_edges=collect(found), rounds=rounds,
                  duplicates=labelled)

@@ -1,5 +1,6 @@
 """Shuffle pieces kept in files instead of the object store, for the shuffles whose size grows with
-the input (a MinHash op's band rows: ``num_bands`` rows per document).
+the input (a MinHash op's band rows: ``num_bands`` rows per document; the candidate edges of its
+connected-components rounds).
 
 Why: everything a shuffle routes stays in the object store until the next step has read it, and a
 store that holds O(documents x bands) makes peak memory grow with the input (and spill at Ray's

@@ -35,8 +35,10 @@ class DatasetBlocks:
             yield from bundle.block_refs
 
     def mark(self, marker: Callable[[pa.Table], pa.Table]) -> "ray.data.Dataset":
-        """The input with ``marker`` applied to every batch: lazy, streamed by the segment's sink."""
-        return self.ds.map_batches(marker, batch_format="pyarrow")
+        """The input with ``marker`` applied to every block: lazy, streamed by the segment's sink.
+        Whole blocks (no batch size): the input is read one file per row, and a batch size would
+        have Ray bundle that many files into one task."""
+        return self.ds.map_batches(marker, batch_size=None, batch_format="pyarrow")
 
 
 class LocalBlocks:

@@ -17,6 +17,7 @@ per process, so it cannot route).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import itertools
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -106,11 +107,33 @@ def concat(tables: Sequence[pa.Table]) -> pa.Table:
     return pa.concat_tables(nonempty, promote_options="permissive")
 
 
-def _step_task(fn: StepFn, n_out: int, kwargs: dict[str, Any], *tables: pa.Table):
-    parts, stat = fn(list(tables), **kwargs)
-    if len(parts) != n_out:
-        raise RuntimeError(f"{fn.__name__} returned {len(parts)} parts, expected {n_out}")
-    return (*parts, stat)
+def kept_in(parts: list[pa.Table], folder: str | None) -> list[pa.Table]:
+    """A step's output pieces as they travel on: each written to a file in ``folder`` when given
+    (see ``shuffle.files``), else the tables themselves (the object store)."""
+    return parts if folder is None else [to_file(p, folder) for p in parts]
+
+
+def release_freed_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc ``malloc_trim``).
+
+    Why: a step's numpy and Arrow temporaries are freed when it returns, but glibc keeps the pages
+    (its mmap threshold grows with the large arrays freed, so later ones come from the heap), and the
+    worker process is reused by the next pass: at 4 GB of MinHash input, the mark pass's workers
+    carried ~0.1 GB that the shuffle steps before them had freed.  No-op where there is no glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _step_task(fn: StepFn, n_out: int, kwargs: dict[str, Any], folder: str | None, *tables: pa.Table):
+    try:
+        parts, stat = fn(list(tables), **kwargs)
+        if len(parts) != n_out:
+            raise RuntimeError(f"{fn.__name__} returned {len(parts)} parts, expected {n_out}")
+        return (*kept_in(parts, folder), stat)
+    finally:
+        release_freed_memory()
 
 
 @functools.lru_cache(maxsize=1)
@@ -120,14 +143,10 @@ def _remote_step():
     return ray.remote(_step_task)
 
 
-def route_step(tables: list[pa.Table], key: str, n: int, folder: str | None = None) -> tuple[list[pa.Table], int]:
-    """The first step of a shuffle: rows routed by an integer ``key`` column (each piece written to
-    a file in ``folder`` when given); counts the rows."""
+def route_step(tables: list[pa.Table], key: str, n: int) -> tuple[list[pa.Table], int]:
+    """The first step of a shuffle: rows routed by an integer ``key`` column; counts the rows."""
     table = concat(tables)
-    parts = route_by_value(table, key, n)
-    if folder is not None:
-        parts = [to_file(p, folder) for p in parts]
-    return parts, table.num_rows
+    return route_by_value(table, key, n), table.num_rows
 
 
 def in_flight(cpus: float) -> int:
@@ -141,10 +160,12 @@ def run_step(
     n_out: int,
     per_task: Sequence[dict[str, Any]] | None = None,
     num_gpus: float = 0,
+    folder: str | None = None,
     **kwargs: Any,
 ) -> tuple[list[list["ObjectRef"]], list["ObjectRef"]]:
     """One task per entry of ``inputs`` (each a list of table refs), calling ``fn(tables, **kwargs)``
-    (plus ``per_task[t]`` for task t); each task asks Ray for ``num_gpus``.  An iterator's entries
+    (plus ``per_task[t]`` for task t); each task asks Ray for ``num_gpus``, and with a ``folder``
+    writes its output pieces to files there (``kept_in``).  An iterator's entries
     start their tasks as they come, at most ``in_flight`` unfinished at once: the iterator (a
     streamed pass, see ``sources``) is not drawn further until one finishes, so its outputs wait in
     the object store only that long.
@@ -159,7 +180,7 @@ def run_step(
     outs: list = []
     pending: list = []
     for refs, more in zip(inputs, extra):
-        out = step.remote(fn, n_out, {**kwargs, **more}, *refs)
+        out = step.remote(fn, n_out, {**kwargs, **more}, folder, *refs)
         outs.append(out)
         if limit is not None:
             pending.append(out[n_out])
@@ -175,12 +196,14 @@ def local_step(
     n_out: int,
     per_task: Sequence[dict[str, Any]] | None = None,
     num_gpus: float = 0,
+    folder: str | None = None,
     **kwargs: Any,
 ) -> tuple[list[list[pa.Table]], list[int]]:
     """:func:`run_step` in this process, on tables: the same steps, same wiring, no Ray (tests)."""
     extra = per_task or itertools.repeat({})
     outs = [fn(list(tables), **{**kwargs, **more}) for tables, more in zip(inputs, extra)]
-    return [[out[0][q] for out in outs] for q in range(n_out)], [out[1] for out in outs]
+    pieces = [kept_in(out[0], folder) for out in outs]
+    return [[p[q] for p in pieces] for q in range(n_out)], [out[1] for out in outs]
 
 
 def total(stats: Sequence["ObjectRef"]) -> int:
