@@ -120,10 +120,18 @@ def release_freed_memory() -> None:
     (its mmap threshold grows with the large arrays freed, so later ones come from the heap), and the
     worker process is reused by the next pass: at 4 GB of MinHash input, the mark pass's workers
     carried ~0.1 GB that the shuffle steps before them had freed.  No-op where there is no glibc."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, loaded once per process; None without glibc."""
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        return ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
-        pass
+        return None
 
 
 def _step_task(fn: StepFn, n_out: int, kwargs: dict[str, Any], folder: str | None, *tables: pa.Table):
