@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from raypress.dag.blocks import DEFAULT_ROWS_PER_BLOCK, capped_batch_size
 from raypress.dag.validate import VNode
+from raypress.operators.shared.files import np_task_pool
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def apply_streaming(ds: "Any", node: VNode, policy: ExecutionPolicy, artifacts: 
     if policy.np and per_input:  # the reader runs `np` tasks too (files.map_items): they fuse. After a
         # global op the cap would only split its mark pass from these ops: two operators, and the
         # blocks between them buffered in the object store (4 GB of MinHash export: 2 GB per worker)
-        kwargs["compute"] = ray.data.TaskPoolStrategy(size=policy.np)
+        kwargs["compute"] = np_task_pool(policy.np)
     # as tasks; a stateful op keeps its loaded op in each worker process
     fn = PerWorkerOpRunner(**runner_kwargs) if node.op_cls.stateful else StreamingOpRunner(**runner_kwargs)
     if not cut:  # whole blocks (no batch size for Ray to bundle inputs to), sliced in the task

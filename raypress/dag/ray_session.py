@@ -78,6 +78,11 @@ def _start_embedded(host: str, num_cpus: int | None, kwargs: dict[str, Any]) -> 
     """``ray.init`` for a new local node bound to ``host``."""
     import ray
 
+    # No worker prestarted for a task backlog: a reader's segment keeps one task queued behind the
+    # running ones (files.np_tasks_submitted), and the raylet started a worker for it that then took
+    # turns with the others, each loading the ops (a 250 MB text recipe: 12 -> 17 s).  Workers still
+    # start when a task needs one, and _warm_workers starts one per CPU at once.
+    kwargs = {**kwargs, "_system_config": {"enable_worker_prestart": False}}
     if host in EVERY_INTERFACE:
         ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
         return

@@ -125,9 +125,9 @@ def _sink_compute(policy: ExecutionPolicy, after_reader: bool) -> dict[str, Any]
     every op reported every batch's time to the OpTimer actor instead of once per block."""
     if not policy.np or not after_reader:
         return {}
-    import ray.data
+    from raypress.operators.shared.files import np_task_pool
 
-    return {"compute": ray.data.TaskPoolStrategy(size=policy.np)}
+    return {"compute": np_task_pool(policy.np)}
 
 
 def _seconds(nodes: list[VNode], timer: Any, wall: float, commit_seconds: float) -> dict[str, float]:
