@@ -198,9 +198,38 @@ def _pids() -> list[int]:
 
 
 def session_processes(session_dir: str) -> list[int]:
-    """Live processes whose command line names a Ray session's folder: that session's processes,
-    those re-parented away from the run included."""
-    return [pid for pid in _pids() if session_dir in _cmdline(pid) and _alive(pid)]
+    """Live processes of a Ray session, those re-parented away from the run included: their command
+    line names the session's folder, or Ray titled them (``ray::...``) and they hold a file in it.
+
+    Why both: Ray's agents and workers rewrite their command line to a title (``ray::DashboardAgent``),
+    which names no folder; they keep their logs open there.  A DashboardAgent re-parented away from a
+    killed run outlived it by 30 s and more on a loaded machine, found by neither the process tree
+    nor its command line.  Only titled processes count by their files: a user's ``tail -f`` of a
+    session log is not the run's to end."""
+    found = []
+    for pid in _pids():
+        cmdline = _cmdline(pid)
+        if (session_dir in cmdline or (cmdline.startswith("ray::") and _holds_file_in(pid, session_dir))) \
+                and _alive(pid):
+            found.append(pid)
+    return found
+
+
+def _holds_file_in(pid: int, folder: str) -> bool:
+    """Whether ``pid`` has a file below ``folder`` open (False where its fds cannot be read)."""
+    prefix = folder.rstrip("/") + "/"
+    try:
+        fds = os.scandir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    with fds:
+        for fd in fds:
+            try:
+                if os.readlink(fd.path).startswith(prefix):
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def _cmdline(pid: int) -> str:

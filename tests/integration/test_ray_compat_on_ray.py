@@ -157,10 +157,13 @@ def test_own_session_dir__every_process_of_the_session_names_it(ray_session):
 
     from ray._private import worker
 
-    from raypress.dag.supervisor import session_processes
+    from raypress.dag.supervisor import _cmdline, session_processes
 
     session = ray_compat.own_session_dir()
     assert session and os.path.isdir(session)
     found = set(session_processes(session))
     raylets = {p.pid for kind, p in worker._global_node.live_processes() if kind == "raylet"}
     assert raylets and raylets <= found and os.getpid() not in found
+    # Ray's agents title themselves (no folder in their command line left): found by their open logs
+    titled = {pid for pid in found if _cmdline(pid).startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent"))}
+    assert len(titled) == 2, {pid: _cmdline(pid)[:60] for pid in found}

@@ -17,7 +17,7 @@ from raypress.dag.destination import Destination, DestinationConflict
 from raypress.dag.fingerprint import input_change, input_files, output_change
 from raypress.dag.run_lock import held_by_parent, RunLock
 from raypress.dag import ray_deaths
-from raypress.dag.supervisor import _settle, died_reason
+from raypress.dag.supervisor import _settle, died_reason, session_processes
 
 OWNER = {"pipeline": "p", "node": "out", "op": "write_jsonl"}
 
@@ -296,3 +296,29 @@ def test_a_full_disk_is_said_plainly_without_colour_codes():
     assert describe_error(text_only) == "no space left on device at /data/x.parquet"
     assert describe_error(chained).startswith("no space left on device")
     assert describe_error(RuntimeError("\x1b[36mray::Map()\x1b[39m: bad row")) == "RuntimeError: ray::Map(): bad row"
+
+
+def test_a_session_process_is_found_by_its_open_logs_once_ray_titled_it(tmp_path):
+    """A Ray agent rewrites its command line to ``ray::DashboardAgent`` (no session folder left in
+    it): a run whose raylet went first found it neither below itself nor by command line, and it
+    outlived the run.  It holds its logs open in the session folder; a process Ray did not title
+    (a user's ``tail -f`` of those logs) is not the run's."""
+    session = tmp_path / "session_1"
+    (session / "logs").mkdir(parents=True)
+    def start(title: str, out: Path) -> subprocess.Popen:  # the file's path in the environment, not argv
+        return subprocess.Popen(["bash", "-c", f'exec {title} sleep 30 > "$OUT"'], env={**os.environ, "OUT": str(out)})
+
+    titled = start("-a ray::DashboardAgent", session / "logs" / "agent.out")
+    plain = start("", session / "logs" / "tail.out")
+    elsewhere = start("-a ray::IDLE", tmp_path / "other.out")
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and titled.pid not in session_processes(str(session)):
+            time.sleep(0.05)  # until bash has exec'd
+        found = session_processes(str(session))
+        assert titled.pid in found
+        assert plain.pid not in found and elsewhere.pid not in found
+    finally:
+        for proc in (titled, plain, elsewhere):
+            proc.kill()
+            proc.wait()
