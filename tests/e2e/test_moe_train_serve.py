@@ -30,7 +30,8 @@ def test_train_serve_benchmark(ray_session, tmp_path):
                               f"metadata.paths=['{metadata_glob}']", "model.max_minutes=0.3",
                               "model.num_local_experts=4", "model.num_workers=0",  # local mode: no actors
                               f"endpoint.port={free_port()}",
-                              "cap.concurrency=[1, 4]", "cap.limit=12", "cap.max_tokens=6"])
+                              "cap.concurrency=[1, 4]", "cap.limit=12", "cap.max_tokens=6",
+                              "cap.systems_max_tokens=10", "cap.systems_requests=16"])
     try:
         assert ledger["adds_up"], ledger["problems"]
         nodes = ledger["nodes"]
@@ -68,6 +69,10 @@ def test_train_serve_benchmark(ray_session, tmp_path):
         for row in systems:
             assert row["throughput"] > 0 and row["tpot"] > 0 and row["s_mbu"] > 0
             print("system:", row)
+        # the served row is the endpoint's own run of the systems' workload, not its 6-token level
+        assert report["systems_sampling"]["max_tokens"] == 10 and report["systems_sampling"]["requests"] == 16
+        assert report["systems_target"]["requests"] == 16 and report["systems_target"]["errors"] == 0
+        assert systems[0]["throughput"] == report["systems_target"]["throughput_tokens_per_s"]
         assert report["hardware"]["engine_threads"] == 1  # the replica's (num_cpus 1), not this process's
         assert Path(report["systems_radar"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         # the run took its endpoint down when it finished

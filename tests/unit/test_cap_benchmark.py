@@ -25,7 +25,8 @@ from raypress.operators.base import RunContext
 from raypress.operators.moe.cap.http_client import HttpTarget, _sse_data
 from raypress.operators.moe.cap.in_process import InProcessTarget
 from raypress.operators.moe.cap.levels import StepCollector
-from raypress.operators.moe.moe_cap_benchmark import CapBenchmarkParams, MoECapBenchmark, split_by_context
+from raypress.operators.moe.moe_cap_benchmark import (CapBenchmarkParams, MoECapBenchmark, split_by_context,
+                                                    systems_workload)
 from moe_fixtures import save_tiny_model_dir  # tests/ is on sys.path (its conftest.py)
 
 pytestmark = pytest.mark.timeout(120)
@@ -333,3 +334,31 @@ def test_other_systems_on_the_same_checkpoint(model_dir: Path, rows: list[dict[s
     assert report.metrics["systems_axes"]["plotted"] == ["accuracy", "throughput", "tpot", "s_mbu"]
     assert Path(report.metrics["systems_radar"]).stat().st_size > 10_000
     assert [e["system"] for e in events if e["event"] == "cap_system"] == ["kernels_off", "hf_generate"]
+
+
+def test_the_systems_workload_keeps_the_prompts_that_leave_room_and_repeats_them() -> None:
+    pairs = [("a", "1"), ("b", "2"), ("c", "3")]
+    assert systems_workload(pairs, [10, 30, 20], max_tokens=8, max_len=32, requests=0) == [("a", "1"), ("c", "3")]
+    assert systems_workload(pairs, [10, 30, 20], 8, 32, requests=5) == [("a", "1"), ("c", "3")] * 2 + [("a", "1")]
+    assert systems_workload(pairs, [10, 30, 20], 8, 32, requests=1) == [("a", "1"), ("c", "3")]  # each once at least
+    assert systems_workload(pairs, [30, 30, 30], 8, 32, requests=4) == []
+
+
+def test_systems_are_compared_on_their_own_workload_with_the_target_measured_again(
+        model_dir: Path, rows: list[dict[str, Any]], tmp_path: Path) -> None:
+    """systems_max_tokens / systems_requests: the served target runs the systems' workload once more (its
+    row in the systems table), and every system decodes the same requests of the same length; the
+    levels keep max_tokens."""
+    events: list[dict[str, Any]] = []
+    stage = _stage(limit=len(rows), systems=["engine"], systems_max_tokens=MAX_TOKENS + 4, systems_requests=9)
+    report = stage.benchmark(rows, InProcessTarget(model_dir, max_batch_size=3), _ctx(tmp_path, events))
+    m = report.metrics
+    assert m["systems_sampling"] == {"max_tokens": MAX_TOKENS + 4, "requests": 9,
+                                     "distinct_prompts": min(9, len(rows)), "concurrency": 3}
+    assert all(level["completion_tokens"] <= len(rows) * MAX_TOKENS for level in m["levels"])
+    served, engine = m["systems_target"], m["systems_detail"][0]
+    assert served["requests"] == engine["requests"] == 9 and served["errors"] == engine["errors"] == 0
+    assert served["completion_tokens"] == engine["completion_tokens"] > len(rows) * MAX_TOKENS  # greedy: same tokens
+    assert [r["system"] for r in m["systems"]] == ["raypress (served, c=3)", "raypress engine in process"]
+    assert m["systems"][0]["throughput"] == served["throughput_tokens_per_s"]
+    assert served["decode"]["passes"] > 0  # its own steps, not the scoring passes' (none of those decode)

@@ -85,6 +85,16 @@ def split_by_context(counts: Sequence[int], max_tokens: int, max_len: int,
     return keep, skipped
 
 
+def systems_workload(pairs: Sequence[tuple[str, str]], counts: Sequence[int], max_tokens: int, max_len: int,
+                     requests: int) -> list[tuple[str, str]]:
+    """The systems comparison's requests: the pairs whose prompt leaves room for ``max_tokens``
+    completion tokens, in order, repeated up to ``requests`` (0: each once)."""
+    fit = [pair for pair, count in zip(pairs, counts, strict=True) if count + max_tokens <= max_len]
+    if not fit:
+        return []
+    return [fit[k % len(fit)] for k in range(max(requests, len(fit)) if requests else len(fit))]
+
+
 def _plain_id(value: Any) -> int | str:
     """A row id the Report's JSON can hold (Ray Data hands numpy scalars back)."""
     value = value.item() if hasattr(value, "item") else value
@@ -228,6 +238,7 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
                 ctx.event("cap_skipped", rows=len(skipped), of=len(pairs), first=skipped[0]["reason"])
             rows_given = len(pairs)
             pairs = [pairs[index] for index in keep]
+            kept_counts = [counts[index] for index in keep]
             questions = await asyncio.to_thread(self.fitting_questions, target, questions, int(info["max_len"]), ctx)
             await target.complete(pairs[0][0], min(WARMUP_TOKENS, p.max_tokens), p.temperature)
             await asyncio.sleep(SETTLE_S)
@@ -247,11 +258,37 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
                 choice = score(questions, lls)
                 ctx.event("cap_choice_accuracy", acc=choice["acc"], acc_norm=choice["acc_norm"],
                           chance=choice["chance"], questions=choice["questions"])
+            workload, served = pairs, None
+            if p.systems and (p.systems_max_tokens or p.systems_requests):
+                workload = self._systems_workload(pairs, kept_counts, int(info["max_len"]), ctx)
+                # past the scoring passes: they must not appear in this level's step records either
+                mark = max([mark] + [int(s["step"]) for s in await asyncio.to_thread(target.steps_since, mark)])
+                run = await run_level(target, [prompt for prompt, _ in workload], max(p.concurrency),
+                                      self._systems_tokens, p.temperature, p.timeout_s, mark)
+                served = level_metrics(run, workload, config, dtype, hardware, p, ctx.node_id)
         finally:
             await target.aclose()
-        others = await self._other_systems(target, pairs, questions, info, config, dtype, hardware, ctx)
+        others = await self._other_systems(target, workload, questions, info, config, dtype, hardware, ctx)
         return write_report(levels, runs[0], pairs, rows_given, skipped, info, config, dtype, hardware, p, ctx,
-                            choice, others)
+                            choice, others, served, self._systems_sampling(workload))
+
+    @property
+    def _systems_tokens(self) -> int:
+        return self.params.systems_max_tokens or self.params.max_tokens
+
+    def _systems_workload(self, pairs: list[tuple[str, str]], counts: list[int], max_len: int,
+                          ctx: RunContext) -> list[tuple[str, str]]:
+        """``systems_workload`` for this node's settings; an error naming the node when no prompt fits."""
+        workload = systems_workload(pairs, counts, self._systems_tokens, max_len, self.params.systems_requests)
+        if not workload:
+            raise ValueError(f"moe_cap_benchmark node {ctx.node_id!r}: no prompt leaves room for "
+                             f"systems_max_tokens={self._systems_tokens} in the target's context of {max_len}")
+        return workload
+
+    def _systems_sampling(self, workload: list[tuple[str, str]]) -> dict[str, Any]:
+        """What the systems were measured on, for the Report."""
+        return {"max_tokens": self._systems_tokens, "requests": len(workload),
+                "distinct_prompts": len(set(workload)), "concurrency": max(self.params.concurrency)}
 
     def fitting_questions(self, target: BenchmarkTarget, questions: Sequence[ChoiceQuestion], max_len: int,
                           ctx: RunContext) -> list[ChoiceQuestion]:
@@ -293,12 +330,12 @@ class MoECapBenchmark(Stage[CapBenchmarkParams]):
             for name in p.systems:
                 if name in ("engine", "kernels_off"):
                     kernels = name == "engine"
-                    run, lls = await engine_level(model_dir, prompts, top, p.max_tokens, p.temperature,
+                    run, lls = await engine_level(model_dir, prompts, top, self._systems_tokens, p.temperature,
                                                   p.timeout_s, choice_pairs, kernels)
                     path = "its kernels" if kernels else "torch expert path (sorted_moe)"
                     extra = {"implementation": f"raypress Engine in process, continuous batching, {path}"}
                 else:
-                    run, lls, extra = await asyncio.to_thread(hf_generate_level, model_dir, prompts, top, p.max_tokens,
+                    run, lls, extra = await asyncio.to_thread(hf_generate_level, model_dir, prompts, top, self._systems_tokens,
                                                               choice_pairs, int(info["max_len"]))
                 level = level_metrics(run, pairs, config, dtype, hardware, p, ctx.node_id)
                 level.update(system=SYSTEM_NAMES[name], key=name, info=extra,

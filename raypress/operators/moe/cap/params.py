@@ -46,6 +46,14 @@ class CapBenchmarkParams(Params):
         "at the highest concurrency, for the systems radar: engine (the raypress engine in process: what the "
         "served path costs), kernels_off (the raypress engine with the torch expert path), hf_generate "
         "(Hugging Face transformers' generate, static batches)")
+    systems_max_tokens: int | None = Field(
+        None, ge=1, description="completion tokens per request in the systems comparison, the served target "
+        "measured once more with them (None: max_tokens). Throughput and TPOT are decode measures: a request of "
+        "a few tokens is over before its way in (HTTP, Serve's proxy, the replica) is paid once, so short "
+        "answers compare the ways in, not the systems")
+    systems_requests: int = Field(0, ge=0, description="requests in the systems comparison: the prompts that fit "
+                                  "with systems_max_tokens, repeated in order up to this many (0: each once); "
+                                  "several waves at the top concurrency measure a steady stream, not one burst")
 
     @model_validator(mode="after")
     def _choices(self) -> "CapBenchmarkParams":

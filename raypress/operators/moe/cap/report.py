@@ -94,10 +94,13 @@ def hardware_block(hw: Hardware, n_devices: int, dtype: str) -> dict[str, Any]:
 def write_report(levels: list[dict[str, Any]], first: LevelRun, pairs: list[tuple[str, str]], rows_given: int,
                  skipped: list[dict[str, Any]], info: dict[str, Any], config: MoEConfig, dtype: str,
                  hardware: Hardware, p: CapBenchmarkParams, ctx: RunContext,
-                 choice: dict[str, Any] | None = None, others: list[dict[str, Any]] | None = None) -> ReportArtifact:
+                 choice: dict[str, Any] | None = None, others: list[dict[str, Any]] | None = None,
+                 served: dict[str, Any] | None = None, systems_sampling: dict[str, Any] | None = None,
+                 ) -> ReportArtifact:
     """Draw the CAP radar and save ``report.json`` under ``reports/<node>/``; the Report.  With a
     multiple-choice score (``choice``) the accuracy axis is its ``acc`` (the model's, the same at
-    every level), else each level's generated-answer match."""
+    every level), else each level's generated-answer match.  ``served``: the target measured again on
+    the systems' workload (``systems_sampling``), the row the other systems are compared with."""
     systems = {lv["system"]: {"accuracy": choice["acc"] if choice else lv["accuracy"],
                               "throughput": lv["throughput_tokens_per_s"],
                               "cost": lv["cost_usd_per_mtok"]} for lv in levels}
@@ -132,7 +135,7 @@ def write_report(levels: list[dict[str, Any]], first: LevelRun, pairs: list[tupl
                     "prompt_key": p.prompt_key, "answer_key": p.answer_key, "scoring": SCORING[p.match]},
         "sampling": {"max_tokens": p.max_tokens, "temperature": p.temperature},
         "accuracy_choice": choice,
-        **systems_block(levels, choice, others or [], hardware, ctx),
+        **systems_block(levels, choice, others or [], hardware, ctx, served, systems_sampling),
         "accuracy_axis": "accuracy_choice.acc" if choice else "levels[].accuracy (generated answers)",
         "levels": levels,
         "radar": str(radar),
@@ -150,13 +153,15 @@ SYSTEM_LABELS = {"throughput": "Decode throughput\n(tokens/s)", "tpot": "TPOT\n(
 
 
 def systems_block(levels: list[dict[str, Any]], choice: dict[str, Any] | None, others: list[dict[str, Any]],
-                  hardware: Hardware, ctx: RunContext) -> dict[str, Any]:
-    """The systems table and radar: the benchmarked target at its highest concurrency beside the other
-    systems at the same concurrency; axes that are separate measurements (accuracy, decode throughput,
-    TPOT, decode S-MBU).  Cost per token is left off on one device: it is a constant over throughput."""
+                  hardware: Hardware, ctx: RunContext, served: dict[str, Any] | None = None,
+                  sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The systems table and radar: the benchmarked target at its highest concurrency (``served``: its
+    own run on the systems' workload, else its top level) beside the other systems at the same
+    concurrency; axes that are separate measurements (accuracy, decode throughput, TPOT, decode
+    S-MBU).  Cost per token is left off on one device: it is a constant over throughput."""
     if not others:
         return {}
-    top = max(levels, key=lambda lv: lv["concurrency"])
+    top = served or max(levels, key=lambda lv: lv["concurrency"])
     rows = [dict(top, system=f"raypress (served, c={top['concurrency']})", key="target", accuracy_choice=choice)]
     rows += others
     table = [{"system": r["system"], "concurrency": r["concurrency"],
@@ -168,7 +173,8 @@ def systems_block(levels: list[dict[str, Any]], choice: dict[str, Any] | None, o
     radar = cap_radar(ctx.path("reports", ctx.node_id, "cap_systems_radar.png"),
                       {row["system"]: row for row in table}, title=f"MoE-CAP systems on {hardware.name}",
                       axes=SYSTEM_AXES, labels=SYSTEM_LABELS)
-    return {"systems": table, "systems_radar": str(radar),
+    return {"systems": table, "systems_radar": str(radar), "systems_sampling": sampling,
+            "systems_target": served,
             "systems_axes": {"plotted": list(SYSTEM_AXES),
                              "left_off": {"cost": "one device: USD per token is a constant / throughput, the "
                                                   "throughput axis again",
