@@ -3,7 +3,8 @@
 The embedded Ray listens on loopback only (its GCS, raylet, object manager, workers' gRPC servers,
 dashboard and runtime-env agents): on a shared or public machine nobody else can reach the
 cluster and run code in it. ``--ray-host`` / ``RAYPRESS_RAY_HOST`` names another interface for a
-node that other machines must reach (``0.0.0.0``: Ray's own default, every interface).
+node that other machines must reach (``0.0.0.0``: Ray's own default, every interface).  Serve's
+HAProxy ingress (``RAY_SERVE_ENABLE_HA_PROXY=1``) stays on loopback too (``haproxy_loopback``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import os
 from typing import Any
 
+from raypress.dag.haproxy_loopback import keep_on_loopback
 from raypress.dag.ray_compat import loopback_node_ip
 
 HOST_ENV = "RAYPRESS_RAY_HOST"
@@ -91,6 +93,13 @@ def _start_embedded(host: str, num_cpus: int | None, kwargs: dict[str, Any]) -> 
         ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address=host, **kwargs)
 
 
+def ray_is_up() -> bool:
+    """Whether this process has started or joined Ray already."""
+    import ray
+
+    return ray.is_initialized()
+
+
 def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: str | None = None) -> None:
     """Connect to ``address`` / ``RAY_ADDRESS`` if given, else start an embedded, quiet Ray bound to
     ``ray_host(host)`` (loopback unless told otherwise)."""
@@ -120,6 +129,8 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: st
         with guard:
             ray.init(address=address, **kwargs)
     else:
+        if is_loopback(ray_host(host)):  # Serve's HAProxy ingress, if asked for, stays on loopback too
+            keep_on_loopback()
         # A loaded 2-core machine sometimes misses Ray's fixed start-up deadlines: try again.
         for attempt in range(3):
             try:

@@ -161,9 +161,14 @@ class Runner:
         from raypress.dag.cpu_meter import new_meter
         from raypress.dag.op_timing import new_timer
         from raypress.dag.ray_compat import keep_rows_in_order, notice_finished_tasks_sooner, start_every_core_at_once
-        from raypress.dag.ray_session import ensure_ray
+        from raypress.dag.haproxy_loopback import choose_ingress
+        from raypress.dag.ray_session import ensure_ray, ray_is_up
 
-        ensure_ray(self.address or self.vp.spec.ray_address, host=self.ray_host)  # --address wins
+        address = self.address or self.vp.spec.ray_address  # --address wins
+        if address is None and not ray_is_up():  # the embedded Ray's Serve: its processes read this at start
+            ingress = choose_ingress(self.settings.get("serve_ingress", "proxy"))
+            self.emit({"event": "serve_ingress", "ingress": ingress})
+        ensure_ray(address, host=self.ray_host)
         cancel_on_signals()  # again: ray.init set its own (a C++ stack dump, then SystemExit)
         keep_rows_in_order()
         start_every_core_at_once()

@@ -64,6 +64,9 @@ class Settings:
         "rows_per_block": "auto",
         "stateful_ops": "tasks",  # a stateful CPU op: tasks keeping the op per worker, or "actors" (a pool)
         "allow_code": False,  # ops that run code from the file (python_lambda_mapper) need true; a service never sets it
+        # how the embedded Ray's Serve takes HTTP (serve_llm): Serve's Python proxy, Serve's HAProxy
+        # ingress (dag/haproxy_loopback.py), or "auto" (HAProxy where the binary is installed)
+        "serve_ingress": "proxy",
     }
 
 

@@ -15,6 +15,7 @@ import httpx
 from pydantic import Field
 
 from raypress.artifacts import Artifact, ModelArtifact, ReportArtifact
+from raypress.dag.haproxy_loopback import ha_proxy_requested
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.registry import register
 from raypress.schema import ArtifactType
@@ -67,6 +68,7 @@ class ServeLLM(Stage[ServeLLMParams]):
             "url": url, "base_url": f"{url}/v1", "model": args.served_name, "app_name": app_name,
             "model_path": model.path, "api_key_env": p.api_key_env, "keep_serving": p.keep_serving,
             "deploy_seconds": round(seconds, 3), "engine": info,
+            "ingress": "haproxy" if ha_proxy_requested() else "proxy",  # Serve's Python proxy or its HAProxy
             "routes": ["/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                        "/raypress/v1/engine", "/raypress/v1/steps", "/raypress/v1/tokenize"],
         })

@@ -23,6 +23,8 @@ from ipaddress import ip_address
 
 import pytest
 
+from raypress.dag.haproxy_loopback import BINARY_ENV, HA_PROXY_ENV, haproxy_binary
+
 psutil = pytest.importorskip("psutil")
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -57,6 +59,15 @@ CHILD = textwrap.dedent("""
 
     serve.run(hello.bind(), blocking=False)
     time.sleep(2)  # agents open their last ports after start-up
+    import httpx
+    for _ in range(100):  # through the ingress (Serve's proxy, or HAProxy), once it routes
+        try:
+            answer = httpx.get(f"http://127.0.0.1:{sys.argv[1]}/", timeout=5).text
+            if answer == "hi":
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
     me = psutil.Process()
     sockets = []
     for proc in [me, *me.children(recursive=True)]:
@@ -68,7 +79,7 @@ CHILD = textwrap.dedent("""
         except psutil.Error:
             pass
     print("RESULT " + json.dumps({"node_ip": ip, "gcs": ray.get_runtime_context().gcs_address,
-                                  "sockets": sockets}))
+                                  "sockets": sockets, "answer": answer}))
     serve.shutdown()
     ray.shutdown()
 """)
@@ -102,3 +113,19 @@ def test_embedded_ray_listens_on_loopback_only():
     replica_wildcards = [s for s in sockets if s["name"].startswith(SERVE_REPLICA) and not _loopback(s["ip"])]
     assert len(replica_wildcards) <= 1  # only the inter-deployment gRPC port; its actor gRPC is loopback
 
+
+
+@pytest.mark.skipif(not haproxy_binary(), reason="needs haproxy (Debian: apt-get install haproxy)")
+def test_serves_haproxy_ingress_stays_on_loopback_too():
+    """Issue 31: Serve's HAProxy ingress (``RAY_SERVE_ENABLE_HA_PROXY=1``) takes Serve's Python proxy
+    off the token path, but Ray's HAProxy config binds its Prometheus exporter (:9101) and stats page
+    (:8404) on every interface; the embedded Ray runs haproxy through a wrapper that keeps them on
+    127.0.0.1, and requests still go through."""
+    env = {k: v for k, v in os.environ.items() if k not in {"RAY_ADDRESS", "RAYPRESS_RAY_HOST", BINARY_ENV}}
+    result = _run_child({**env, HA_PROXY_ENV: "1"})
+    sockets = result["sockets"]
+    assert result["answer"] == "hi"
+    haproxy = [s for s in sockets if s["name"] == "haproxy"]
+    assert len(haproxy) >= 3, sockets  # the frontend, the exporter and the stats page
+    exposed = [s for s in sockets if not _loopback(s["ip"]) and not s["name"].startswith(SERVE_REPLICA)]
+    assert not exposed, f"listening beyond loopback: {exposed}"
