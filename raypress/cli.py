@@ -344,10 +344,11 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
                                                           help="larger request bodies get 413 (default: 4 MiB)"),
           address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded)"),
           ray_host: Optional[str] = typer.Option(None, "--ray-host", help=RAY_HOST_HELP),
-          ingress: str = typer.Option("proxy", "--ingress", help="proxy: Serve's HTTP proxy; haproxy: Serve's "
-                                      "HAProxy ingress (needs haproxy installed; requests go straight to the "
-                                      "replica: ~0.8x the engine in process instead of ~0.5x on short requests "
-                                      "here; kept on loopback like the rest)")):
+          ingress: str = typer.Option("auto", "--ingress", help="haproxy: Serve's HAProxy ingress (needs haproxy "
+                                      "installed; requests go straight to the replica: ~0.8x the engine in "
+                                      "process instead of ~0.5x on short requests here; kept on loopback like "
+                                      "the rest); proxy: Serve's Python HTTP proxy; auto: haproxy where it is "
+                                      "installed")):
     """Serve a model over HTTP until interrupted: `--model DIR`, or a Ray Serve CONFIG file."""
     if (config is None) == (model is None):
         console.print("give either a Serve CONFIG file or --model DIR (not both)")
@@ -391,8 +392,11 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
             if isinstance(exc, ValidationError) else str(exc)
         console.print(f"error: {message}", markup=False)
         raise typer.Exit(2)
-    if ingress == "haproxy":  # read by Serve's processes, which inherit it when the embedded Ray starts
-        os.environ["RAY_SERVE_ENABLE_HA_PROXY"] = "1"
+    used = None  # a cluster's Serve runs the ingress its nodes were started with
+    if not (address or os.environ.get("RAY_ADDRESS")):  # the embedded Ray's Serve reads it when it starts
+        from raypress.dag.haproxy_loopback import choose_ingress
+
+        used = choose_ingress(ingress)
     ensure_ray(address, host=ray_host)
     from ray import serve as ray_serve
 
@@ -405,8 +409,9 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
         console.print(f"error: {exc}", markup=False)
         ray_serve.shutdown()
         raise typer.Exit(1)
+    shown = f"; through Serve's {'HAProxy ingress' if used == 'haproxy' else 'HTTP proxy'}" if used else ""
     for name, url in urls.items():
-        out.print(f"serving {name} at {url}  (OpenAI API: {url}/v1; Ctrl-C stops)", markup=False)
+        out.print(f"serving {name} at {url}  (OpenAI API: {url}/v1{shown}; Ctrl-C stops)", markup=False)
     try:
         wait_until_interrupted()
     finally:
@@ -416,9 +421,10 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
 
 def _ingress_problem(ingress: str, address: str | None) -> str | None:
     """Why ``--ingress`` cannot be honoured here (None: it can)."""
-    if ingress not in ("proxy", "haproxy"):
-        return f"--ingress {ingress!r}: choose 'proxy' (Serve's HTTP proxy) or 'haproxy' (Serve's HAProxy ingress)"
-    if ingress == "proxy":
+    if ingress not in ("proxy", "haproxy", "auto"):
+        return (f"--ingress {ingress!r}: choose 'auto', 'haproxy' (Serve's HAProxy ingress) or 'proxy' "
+                "(Serve's HTTP proxy)")
+    if ingress != "haproxy":
         return None
     if address or os.environ.get("RAY_ADDRESS"):
         return ("--ingress haproxy chooses how the embedded Ray starts Serve; a cluster decides for itself: "

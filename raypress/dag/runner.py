@@ -165,7 +165,8 @@ class Runner:
         from raypress.dag.ray_session import ensure_ray, ray_is_up
 
         address = self.address or self.vp.spec.ray_address  # --address wins
-        if address is None and not ray_is_up():  # the embedded Ray's Serve: its processes read this at start
+        serves = any(node.op_cls.serves_http for node in self.vp.nodes.values())
+        if serves and address is None and not ray_is_up():  # the embedded Ray's Serve reads it at start
             ingress = choose_ingress(self.settings.get("serve_ingress", "proxy"))
             self.emit({"event": "serve_ingress", "ingress": ingress})
         ensure_ray(address, host=self.ray_host)

@@ -66,7 +66,7 @@ class Settings:
         "allow_code": False,  # ops that run code from the file (python_lambda_mapper) need true; a service never sets it
         # how the embedded Ray's Serve takes HTTP (serve_llm): Serve's Python proxy, Serve's HAProxy
         # ingress (dag/haproxy_loopback.py), or "auto" (HAProxy where the binary is installed)
-        "serve_ingress": "proxy",
+        "serve_ingress": "auto",
     }
 
 

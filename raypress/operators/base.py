@@ -137,6 +137,8 @@ class Operator(ABC, Generic[P]):
     resources: ClassVar[Resources] = Resources()
     stateful: ClassVar[bool] = False  # True: loads something heavy once -> runs in an actor pool
     resumable: ClassVar[bool] = True  # False: a rerun never reuses the last output (e.g. a live endpoint)
+    # True: starts a Ray Serve HTTP app; the run chooses Serve's ingress (settings.serve_ingress) for it
+    serves_http: ClassVar[bool] = False
     # True: runs code written in the pipeline file; validation requires `settings.allow_code: true` and
     # passes the grant as an `allow_code` field of Params, which the op checks before compiling
     takes_code: ClassVar[bool] = False

@@ -47,6 +47,7 @@ class ServeLLM(Stage[ServeLLMParams]):
     output: ClassVar[ArtifactType] = ArtifactType.REPORT
     resources: ClassVar[Resources] = Resources(num_cpus=0)
     resumable: ClassVar[bool] = False  # a cached Report would point at an endpoint that is gone
+    serves_http: ClassVar[bool] = True
 
     def run(self, inputs: dict[str, Artifact], ctx: RunContext) -> ReportArtifact:
         p = self.params

@@ -92,6 +92,6 @@ def test_serve_rejects_bad_arguments_before_starting_ray(tmp_path):
     config.write_text("applications: [\n")
     assert "not valid YAML" in cli("serve", str(config)).stderr
     bogus = cli("serve", "--model", str(tmp_path), "--ingress", "nginx")
-    assert bogus.returncode == 2 and "choose 'proxy'" in bogus.stderr
+    assert bogus.returncode == 2 and "choose 'auto'" in bogus.stderr
     cluster = cli("serve", "--model", str(tmp_path), "--ingress", "haproxy", "--address", "127.0.0.1:1")
     assert cluster.returncode == 2 and "RAY_SERVE_ENABLE_HA_PROXY=1" in cluster.stderr
