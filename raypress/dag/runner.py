@@ -167,7 +167,7 @@ class Runner:
         address = self.address or self.vp.spec.ray_address  # --address wins
         serves = any(node.op_cls.serves_http for node in self.vp.nodes.values())
         if serves and address is None and not ray_is_up():  # the embedded Ray's Serve reads it at start
-            ingress = choose_ingress(self.settings.get("serve_ingress", "proxy"))
+            ingress = choose_ingress(self.settings["serve_ingress"])  # defaults filled by read_spec
             self.emit({"event": "serve_ingress", "ingress": ingress})
         ensure_ray(address, host=self.ray_host)
         cancel_on_signals()  # again: ray.init set its own (a C++ stack dump, then SystemExit)

@@ -60,13 +60,14 @@ CHILD = textwrap.dedent("""
     serve.run(hello.bind(), blocking=False)
     time.sleep(2)  # agents open their last ports after start-up
     import httpx
+    answer = None
     for _ in range(100):  # through the ingress (Serve's proxy, or HAProxy), once it routes
         try:
             answer = httpx.get(f"http://127.0.0.1:{sys.argv[1]}/", timeout=5).text
-            if answer == "hi":
-                break
-        except httpx.HTTPError:
-            pass
+        except httpx.HTTPError as exc:  # not listening yet: what it said is the answer if it never does
+            answer = f"{type(exc).__name__}: {exc}"
+        if answer == "hi":
+            break
         time.sleep(0.2)
     me = psutil.Process()
     sockets = []
