@@ -2,10 +2,13 @@
 
 Why its own step loop: Ray Serve's ``@serve.batch`` forms a batch once and runs it to the end, so a
 request arriving mid-generation would wait for the whole batch. Here a background thread repeats
-one *step*: drop cancelled sequences, admit waiting requests into free KV-cache slots and prefill
-them (one right-padded forward), then run ONE decode forward over every running sequence, sample a
-token for each, stream it out and retire the finished ones. New requests therefore join between
-two decode steps. A thread and not an asyncio task, because a forward pass blocks: in a task it
+one *step*: drop cancelled sequences, admit waiting requests into free KV-cache slots, then run ONE
+forward over every running sequence's next token and the new prompts together (a packed forward:
+the new prompts get their first token, the others their next), sample a token for each, stream it
+out and retire the finished ones. New requests therefore join between two steps. With nothing
+decoding yet, or with ``fuse_prefill=False``, or when a new request asks for its prompt's logprobs,
+the new prompts get a right-padded prefill forward of their own before the decode forward.
+A thread and not an asyncio task, because a forward pass blocks: in a task it
 would stall the replica's event loop (and its HTTP handling) for the whole step.
 
 Requests come in through ``add_request`` (a ``RequestHandle``; iterate it) or ``generate`` (an
@@ -48,7 +51,7 @@ from raypress.inference.sampling import SamplingParams, position_logprobs, sampl
 from raypress.inference.stats import EngineStats, RequestMetrics, StepRecord
 from raypress.inference.text_stream import TextStream
 from raypress.models.kv_cache import KVCache
-from raypress.models.moe import MoEForCausalLM
+from raypress.models.moe import MoEForCausalLM, PackedBlock
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +137,9 @@ class Engine(TokenizerText):
     one step may prefill (at least one request is always admitted), which bounds how long running
     sequences wait for a step. eos_token_ids: None takes the model config's ``eos_token_id`` and
     the tokenizer's ``stop_token_ids`` when it has that attribute.
-    num_threads: calls ``torch.set_num_threads`` (process-wide) when given.
+    num_threads: calls ``torch.set_num_threads`` (process-wide) when given. fuse_prefill: new prompts
+    join the running sequences' decode forward (one packed forward per step) instead of a prefill
+    forward of their own before it.
     """
 
     def __init__(
@@ -148,6 +153,7 @@ class Engine(TokenizerText):
         max_prefill_tokens: int = 2048,
         eos_token_ids: Sequence[int] | None = None,
         num_threads: int | None = None,
+        fuse_prefill: bool = True,
         stats_history: int = 1024,
         on_step: Callable[[StepRecord], None] | None = None,
         on_request_finished: Callable[[RequestMetrics], None] | None = None,
@@ -167,6 +173,7 @@ class Engine(TokenizerText):
         self.max_len = max_len
         self.max_queue = max_queue
         self.max_prefill_tokens = max_prefill_tokens
+        self.fuse_prefill = fuse_prefill
         if eos_token_ids is None:  # the config's EOS plus the tokenizer's (e.g. <|im_end|>) if it names some
             eos_token_ids = [] if config.eos_token_id is None else [config.eos_token_id]
             eos_token_ids += list(getattr(tokenizer, "stop_token_ids", []))
@@ -342,9 +349,38 @@ class Engine(TokenizerText):
         started = time.monotonic()
         for sequence in [s for s in self._running if s.handle.cancel_requested]:
             self._finish(sequence, "cancelled", [], sequence.stream.flush())
+        decoding = list(self._running)  # admitted before this step: they decode in it
         admitted = self._admit()
+        if admitted and decoding and self._fuses(admitted):
+            passes = self._fused_pass(sorted(decoding, key=lambda s: s.slot), admitted)
+        else:
+            passes = self._separate_passes(admitted)
+        now = time.monotonic()
+        record = StepRecord(
+            step=self._step_no,
+            started=started,
+            seconds=now - started,
+            admitted=len(admitted),
+            prefill_tokens=sum(s.prompt_len for s in admitted),
+            queue_depth=len(self._waiting),
+            running=len(self._running),
+            prefill_lengths=[s.prompt_len for s in admitted],
+            **passes,
+        )
+        self._step_no += 1
+        self.stats.add_step(record)
+        call_callback(self.on_step, record)
+        return record
+
+    def _fuses(self, admitted: list[_Sequence]) -> bool:
+        """New prompts join the decode forward unless a request wants its prompt's logprobs (the
+        LM head then runs over every prompt position: a separate prefill)."""
+        return self.fuse_prefill and all(s.params.prompt_logprobs is None for s in admitted)
+
+    def _separate_passes(self, admitted: list[_Sequence]) -> dict[str, Any]:
+        """A prefill forward for the new prompts, then one decode forward over every running
+        sequence (the new ones included: their second token)."""
         new_tokens = finished = 0
-        prefill_tokens = sum(s.prompt_len for s in admitted)
         prefill_experts: list[int] = []
         prefill_start = time.monotonic()
         prefill_forward = decode_forward = 0.0
@@ -368,32 +404,52 @@ class Engine(TokenizerText):
                 sampled, done = self._append(batch, logits)
                 new_tokens += sampled
                 finished += done
-        now = time.monotonic()
-        record = StepRecord(
-            step=self._step_no,
-            started=started,
-            seconds=now - started,
-            admitted=len(admitted),
-            prefill_tokens=prefill_tokens,
+        return dict(
             prefill_seconds=decode_start - prefill_start,
             batch_size=len(batch),
             decode_context_tokens=sum(decode_contexts) + len(batch),
-            decode_seconds=now - decode_start,
+            decode_seconds=time.monotonic() - decode_start,
             new_tokens=new_tokens,
             finished=finished,
-            queue_depth=len(self._waiting),
-            running=len(self._running),
             prefill_experts=prefill_experts,
             decode_experts=decode_experts,
-            prefill_lengths=[s.prompt_len for s in admitted],
             decode_contexts=decode_contexts,
             prefill_forward_seconds=prefill_forward,
             decode_forward_seconds=decode_forward,
         )
-        self._step_no += 1
-        self.stats.add_step(record)
-        call_callback(self.on_step, record)
-        return record
+
+    def _fused_pass(self, batch: list[_Sequence], admitted: list[_Sequence]) -> dict[str, Any]:
+        """One forward over the running sequences' next tokens and the new prompts
+        (``MoEForCausalLM.forward_packed``): the weights are read, and the per-forward overhead
+        paid, once per step instead of twice. The new sequences get their first token only."""
+        start = time.monotonic()
+        decode_contexts = [s.prompt_len + len(s.output_ids) - 1 for s in batch]
+        new_tokens = finished = 0
+        prefill_experts: list[int] = []
+        decode_experts: list[int] = []
+        forward = 0.0
+        logits = self._forward_or_fail(batch + admitted, lambda _: self._packed(batch, admitted))
+        if logits is not None:
+            forward = self._since(start)
+            decode_counts, prefill_counts = self.model.last_block_expert_counts
+            decode_experts, prefill_experts = _distinct_experts(decode_counts), _distinct_experts(prefill_counts)
+            for rows, block in ((batch, logits[: len(batch)]), (admitted, logits[len(batch):])):
+                sampled, done = self._append(rows, block)
+                new_tokens += sampled
+                finished += done
+        return dict(
+            prefill_seconds=0.0,
+            batch_size=len(batch),
+            decode_context_tokens=sum(decode_contexts) + len(batch),
+            decode_seconds=time.monotonic() - start,
+            new_tokens=new_tokens,
+            finished=finished,
+            prefill_experts=prefill_experts,
+            decode_experts=decode_experts,
+            decode_contexts=decode_contexts,
+            decode_forward_seconds=forward,
+            fused=True,
+        )
 
     def _since(self, start: float) -> float:
         """Seconds since ``start`` once the device has finished the work queued so far (a GPU runs
@@ -456,6 +512,17 @@ class Engine(TokenizerText):
                 n = sequence.prompt_len
                 sequence.prompt_logprobs = [None, *position_logprobs(logits[row, : n - 1], ids[row, 1:n], k)]
         return logits[torch.arange(len(batch), device=self.device), last]
+
+    def _packed(self, batch: list[_Sequence], admitted: list[_Sequence]) -> Tensor:
+        """The decode rows' logits, then the new prompts' last-token logits, from one forward."""
+        decode = PackedBlock(torch.tensor([[s.output_ids[-1]] for s in batch], dtype=torch.long),
+                             self._slots(batch))
+        lengths = torch.tensor([s.prompt_len for s in admitted])
+        ids = torch.zeros(len(admitted), int(lengths.max()), dtype=torch.long)
+        for row, sequence in enumerate(admitted):
+            ids[row, : sequence.prompt_len] = torch.tensor(sequence.handle.prompt_ids)
+        prefill = PackedBlock(ids, self._slots(admitted), lengths)
+        return torch.cat(self.model.forward_packed([decode, prefill], self.cache))
 
     def _decode(self, batch: list[_Sequence]) -> Tensor:
         """One token per running sequence (its last output) at the next position of its slot."""

@@ -19,6 +19,7 @@ the vocabulary, a full queue, a stopped engine) are answered in the parent, sync
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import logging
 import socket
@@ -279,6 +280,10 @@ def _child_main(conn: Any, path: str, options: dict[str, Any]) -> None:
     except BaseException as error:  # noqa: BLE001 - said to the parent, which raises it
         conn.send(("error", f"{type(error).__name__}: {error}"))
         return
+    # Everything loaded so far (torch, the model, the tokenizer: millions of objects) lives as long
+    # as the process; frozen, the cyclic collector stops scanning it. Its full collections had
+    # taken ~5% of the step thread's time at batch 32 (py-spy). vLLM's engine core does the same.
+    gc.freeze()
     outbox = _Outbox(conn, engine)
     engine.on_step = outbox.flush
     engine.on_request_finished = outbox.request_finished

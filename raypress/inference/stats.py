@@ -62,6 +62,9 @@ class StepRecord:
     # tokens to their requests): what S-MBU / S-MFU divide the pass's bytes and FLOPs by
     prefill_forward_seconds: float = 0.0
     decode_forward_seconds: float = 0.0
+    # the new prompts ran in the decode forward (one packed pass): the pass's time is in ``decode_*``,
+    # ``prefill_*`` are 0, and the experts are still counted per phase; neither phase alone
+    fused: bool = False
 
 
 class EngineStats:

@@ -2,8 +2,10 @@
 
 Why a slot pool: continuous batching admits and retires sequences between decode steps, so the
 cache must let a batch name *which* sequences it extends. Every sequence owns a slot (an index into
-preallocated tensors ``k``/``v`` of shape ``(layers, slots, max_len, kv_heads, head_dim)``) and a
-length. A forward pass with ``slots=(B,)`` writes each row's new keys at its positions and reads
+preallocated tensors ``k``/``v`` of shape ``(layers, slots, kv_heads, max_len, head_dim)``) and a
+length. Heads before positions: a read of ``[0, kv_len)`` is then, per (slot, head), one contiguous
+block that attention's matmuls take as it is (position-major, each decode step's attention read
+keys with a head stride and ran about twice as slowly on CPU). A forward pass with ``slots=(B,)`` writes each row's new keys at its positions and reads
 back ``[0, kv_len)`` of those slots; rows of different lengths are handled by a position mask
 (key j is visible to a query at position p iff j <= p), so no padding is ever stored.
 
@@ -37,7 +39,7 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ) -> None:
-        shape = (num_layers, num_slots, max_len, num_kv_heads, head_dim)
+        shape = (num_layers, num_slots, num_kv_heads, max_len, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.lengths = torch.zeros(num_slots, dtype=torch.long, device=device)
@@ -107,13 +109,14 @@ class KVCache:
         rows = slots[:, None].expand_as(positions)
         if valid is not None:
             rows, positions, k, v = rows[valid], positions[valid], k[valid], v[valid]
-        self.k[layer, rows, positions] = k.to(self.k.dtype)
-        self.v[layer, rows, positions] = v.to(self.v.dtype)
+        # the slice between the two index tensors puts the indexed dimension first: (N, kv_heads, head_dim)
+        self.k[layer, rows, :, positions] = k.to(self.k.dtype)
+        self.v[layer, rows, :, positions] = v.to(self.v.dtype)
 
     def read(self, layer: int, slots: torch.Tensor, kv_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values ``(B, kv_len, kv_heads, head_dim)`` of ``slots``; the caller masks by position."""
-        return self.k[layer, slots, :kv_len], self.v[layer, slots, :kv_len]
+        """Keys and values ``(B, kv_heads, kv_len, head_dim)`` of ``slots``; the caller masks by position."""
+        return self.k[layer, slots, :, :kv_len], self.v[layer, slots, :, :kv_len]
 
     def read_span(self, layer: int, lo: int, hi: int, kv_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Views (no copy) of the keys and values ``(hi - lo, kv_len, kv_heads, head_dim)`` of slots ``[lo, hi)``."""
-        return self.k[layer, lo:hi, :kv_len], self.v[layer, lo:hi, :kv_len]
+        """Views (no copy) of the keys and values ``(hi - lo, kv_heads, kv_len, head_dim)`` of slots ``[lo, hi)``."""
+        return self.k[layer, lo:hi, :, :kv_len], self.v[layer, lo:hi, :, :kv_len]

@@ -150,13 +150,35 @@ class Attention(nn.Module):
     def forward(
         self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, cache: "_CacheStep | None"
     ) -> Tensor:
-        batch, length, _ = x.shape
+        return self.o_proj(self.attend(self.qkv_proj(x), cos, sin, mask, cache))
+
+    def forward_packed(self, x: Tensor, plans: "list[_BlockPlan]") -> Tensor:
+        """``x (N, H)``: the real tokens of several blocks, one after another. The projections run
+        once over all of them; attention runs per block, over its own padded ``(B, T)`` layout."""
+        outs = []
+        for part, plan in zip(self.qkv_proj(x).split(plan_sizes(plans)), plans):
+            batch, length = plan.shape
+            if plan.valid_rows is not None:
+                part = part.new_zeros(batch * length, part.shape[1]).index_copy_(0, plan.valid_rows, part)
+            out = self.attend(part.view(batch, length, -1), plan.cos, plan.sin, plan.mask, plan.cache)
+            out = out.reshape(batch * length, -1)
+            outs.append(out if plan.valid_rows is None else out.index_select(0, plan.valid_rows))
+        return self.o_proj(torch.cat(outs))
+
+    def attend(
+        self, qkv: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, cache: "_CacheStep | None"
+    ) -> Tensor:
+        """``qkv (B, T, q + 2 kv)`` -> the heads' outputs ``(B, T, q)`` (before ``o_proj``)."""
+        batch, length, _ = qkv.shape
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        q, k, v = self.qkv_proj(x).split([q_size, kv_size, kv_size], dim=-1)
+        q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
         q = apply_rope(q.view(batch, length, self.num_heads, self.head_dim), cos, sin)
         k = apply_rope(k.view(batch, length, self.num_kv_heads, self.head_dim), cos, sin)
         v = v.view(batch, length, self.num_kv_heads, self.head_dim)
-        if cache is not None:
+        q = q.transpose(1, 2)  # heads before positions, as SDPA and the cache hold them
+        if cache is None:
+            k, v = k.transpose(1, 2), v.transpose(1, 2)
+        else:
             cache.cache.write(self.layer, cache.slots, cache.positions, k, v, cache.valid)
             if cache.span is None:
                 k, v = cache.cache.read(self.layer, cache.slots, cache.kv_len)
@@ -165,17 +187,32 @@ class Attention(nn.Module):
                 if cache.rows is not None:  # queries into their slots' places; the other places idle
                     q = q.new_zeros((cache.span[1] - cache.span[0], *q.shape[1:])).index_copy_(0, cache.rows, q)
             k, v = k.to(q.dtype), v.to(q.dtype)
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2),
-            k.transpose(1, 2),
-            v.transpose(1, 2),
-            attn_mask=mask,
-            is_causal=mask is None,
-            enable_gqa=self.num_kv_heads != self.num_heads,
-        )
+        if length == 1 and mask is not None and q.device.type == "cpu":
+            out = decode_attention(q, k, v, mask)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=self.num_kv_heads != self.num_heads
+            )
         if cache is not None and cache.rows is not None:
             out = out.index_select(0, cache.rows)
-        return self.o_proj(out.transpose(1, 2).reshape(batch, length, q_size))
+        return out.transpose(1, 2).reshape(batch, length, q_size)
+
+
+def decode_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """Attention of one query per row over its cached keys: ``q (B, H, 1, D)``, ``k``/``v
+    (B, KV, S, D)``, ``mask (B, 1, 1, S)`` (True: visible) -> ``(B, H, 1, D)``, as SDPA computes it.
+
+    Why not SDPA on CPU: its flash kernel tiles for long queries; with one query per row it ran
+    ~1.7x slower than two batched matmuls over the query heads that share a KV head (grouped-query
+    attention without repeating the keys), at decode batch 32 on the 2-core CI machine.
+    """
+    batch, heads, _, dim = q.shape
+    kv_heads = k.shape[1]
+    grouped = q.reshape(batch, kv_heads, heads // kv_heads, dim)
+    scores = torch.matmul(grouped, k.transpose(-1, -2)).float() * dim**-0.5
+    scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(v.dtype)
+    return torch.matmul(probs, v).reshape(batch, heads, 1, dim)
 
 
 class SwiGLU(nn.Module):
@@ -210,8 +247,9 @@ class MoEBlock(nn.Module):
         self.shared_expert_gate = nn.Linear(hidden, 1, bias=False) if gated else None
         self.expert_fn: ExpertFn | None = None  # None: default_expert_fn(); set to swap kernels
 
-    def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Returns (output (N, H), router logits (N, E), tokens per expert (E,))."""
+    def forward(self, x: Tensor, splits: list[int] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Returns (output (N, H), router logits (N, E), tokens per expert (E,)); with ``splits``
+        (tokens per block of a packed forward) the counts are per block, ``(blocks, E)``."""
         router_logits = self.router(x)
         trainable = self.w13.requires_grad or self.router.weight.requires_grad or x.requires_grad
         if torch.is_grad_enabled() and trainable:
@@ -226,7 +264,11 @@ class MoEBlock(nn.Module):
             if self.shared_expert_gate is not None:
                 shared = torch.sigmoid(self.shared_expert_gate(x)) * shared
             out = out + shared
-        counts = torch.bincount(ids.reshape(-1), minlength=self.num_experts)
+        if splits is None:
+            counts = torch.bincount(ids.reshape(-1), minlength=self.num_experts)
+        else:
+            counts = torch.stack([torch.bincount(part.reshape(-1), minlength=self.num_experts)
+                                  for part in ids.split(splits)])
         return out, router_logits, counts
 
 
@@ -255,6 +297,12 @@ class DecoderLayer(nn.Module):
             picked, logits, counts = self.moe(flat.index_select(0, valid_rows))
             moe_out = torch.zeros_like(flat).index_copy(0, valid_rows, picked)
         return x + moe_out.view_as(x), logits, counts
+
+    def forward_packed(self, x: Tensor, plans: "list[_BlockPlan]") -> tuple[Tensor, Tensor]:
+        """``x (N, H)`` real tokens only -> (the same, expert counts per block ``(blocks, E)``)."""
+        x = x + self.attn.forward_packed(self.input_norm(x), plans)
+        moe_out, _, counts = self.moe(self.post_attn_norm(x), plan_sizes(plans))
+        return x + moe_out, counts
 
 
 @dataclass
@@ -289,6 +337,36 @@ def _slot_span(slots: Tensor, mask: Tensor) -> tuple[tuple[int, int] | None, Ten
     return (lo, hi), rows, spanned
 
 
+@dataclass
+class PackedBlock:
+    """One group of a packed forward (``MoEForCausalLM.forward_packed``): right-padded
+    ``input_ids (B, T)`` that extend the KV-cache ``slots (B,)``; ``input_lengths (B,)`` real
+    tokens per row (None: all); logits come back at each row's last real token."""
+
+    input_ids: Tensor
+    slots: Tensor
+    input_lengths: Tensor | None = None
+
+
+@dataclass
+class _BlockPlan:
+    """What every layer needs to attend within one block of a packed forward."""
+
+    shape: tuple[int, int]
+    num_tokens: int
+    valid_rows: Tensor | None  # the real tokens' places in the block's B*T (None: all are real)
+    cos: Tensor
+    sin: Tensor
+    mask: Tensor
+    cache: _CacheStep
+    new_lengths: Tensor
+    last_rows: Tensor  # each row's last real token, as an index into the block's real tokens
+
+
+def plan_sizes(plans: list[_BlockPlan]) -> list[int]:
+    return [plan.num_tokens for plan in plans]
+
+
 class MoEForCausalLM(nn.Module):
     """The MoE language model: embeddings, decoder layers, final norm, LM head (optionally tied)."""
 
@@ -301,6 +379,7 @@ class MoEForCausalLM(nn.Module):
         tied = config.tie_word_embeddings
         self.lm_head = None if tied else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.last_expert_counts: list[Tensor] = []
+        self.last_block_expert_counts: list[list[Tensor]] = []
         self.last_aux_loss: Tensor | None = None
         self.last_lm_loss: Tensor | None = None
         if not any(p.is_meta for p in self.parameters()):
@@ -352,17 +431,7 @@ class MoEForCausalLM(nn.Module):
         cache_step = None
         if kv_cache is not None:
             slots = torch.arange(batch, device=device) if slots is None else slots.to(device)
-            start = kv_cache.lengths[slots]
-            if positions is None:
-                positions = start[:, None] + steps
-            last = positions if valid is None else positions.masked_fill(~valid, -1)
-            new_lengths = torch.maximum(start, last.max(dim=1).values + 1)
-            kv_len = int(new_lengths.max())
-            if kv_len > kv_cache.max_len:
-                raise ValueError(f"sequence of {kv_len} tokens exceeds the KV cache's max_len {kv_cache.max_len}")
-            mask = self._position_mask(positions, torch.arange(kv_len, device=device))
-            span, rows, mask = _slot_span(slots, mask)
-            cache_step = _CacheStep(kv_cache, slots, positions, valid, kv_len, span, rows)
+            positions, cache_step, mask, new_lengths = self._cache_step(kv_cache, slots, positions, valid, length)
         else:
             if positions is None:
                 positions = steps.expand(batch, length)
@@ -388,6 +457,70 @@ class MoEForCausalLM(nn.Module):
         if labels is None:
             return logits
         return self._loss(logits, labels, router_logits)
+
+    def forward_packed(self, blocks: list[PackedBlock], kv_cache: KVCache) -> list[Tensor]:
+        """One forward over several blocks of rows (a decode batch and new prompts): per block,
+        the logits ``(B, vocab)`` at each row's last real token. Inference only.
+
+        Why: a prefill forward of its own reads every expert's weights again and pays the whole
+        per-forward overhead for a few prompts. Here the norms, projections, experts and LM head
+        run once over the real tokens of all blocks (no padding), and only attention runs per block
+        (each over its own padded layout, a decode block with one query per row).
+        ``last_expert_counts`` sums the blocks; ``last_block_expert_counts[b]`` is block b's, per layer.
+        """
+        if not blocks:
+            raise ValueError("forward_packed needs at least one block")
+        device = kv_cache.lengths.device
+        plans, hidden = [], []
+        for block in blocks:
+            batch, length = block.input_ids.shape
+            valid = self._valid_mask(batch, length, device, block.input_lengths, None)
+            slots = block.slots.to(device)
+            positions, cache_step, mask, new_lengths = self._cache_step(kv_cache, slots, None, valid, length)
+            embedded = self.embed_tokens(block.input_ids.to(device))
+            cos, sin = rope_cos_sin(positions, self.config.dim_per_head, self.config.rope_theta, embedded.dtype)
+            flat = embedded.reshape(batch * length, -1)
+            if valid is None:
+                valid_rows, last_rows = None, torch.arange(batch, device=device) * length + length - 1
+            else:
+                valid_rows = valid.reshape(-1).nonzero().squeeze(1)
+                flat = flat.index_select(0, valid_rows)
+                last_rows = valid.sum(dim=1).cumsum(0) - 1
+            plans.append(_BlockPlan((batch, length), flat.shape[0], valid_rows, cos, sin, mask, cache_step,
+                                    new_lengths, last_rows))
+            hidden.append(flat)
+        x = torch.cat(hidden)
+        counts = []
+        for layer in self.layers:
+            x, layer_counts = layer.forward_packed(x, plans)
+            counts.append(layer_counts)
+        for plan in plans:
+            kv_cache.lengths[plan.cache.slots] = plan.new_lengths
+        self.last_expert_counts = [c.sum(dim=0) for c in counts]
+        self.last_block_expert_counts = [[c[b] for c in counts] for b in range(len(plans))]
+        offsets = torch.tensor([0, *plan_sizes(plans)[:-1]], device=device).cumsum(0)
+        picked = x.index_select(0, torch.cat([plan.last_rows + offset for plan, offset in zip(plans, offsets)]))
+        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        logits = F.linear(self.norm(picked), weight)
+        return list(logits.split([plan.shape[0] for plan in plans]))
+
+    def _cache_step(
+        self, kv_cache: KVCache, slots: Tensor, positions: Tensor | None, valid: Tensor | None, length: int
+    ) -> tuple[Tensor, _CacheStep, Tensor, Tensor]:
+        """(positions, the cache step, the attention mask, the slots' lengths after it) for rows
+        extending ``slots``: positions default to continuing each slot's cached length."""
+        device = slots.device
+        start = kv_cache.lengths[slots]
+        if positions is None:
+            positions = start[:, None] + torch.arange(length, device=device)
+        last = positions if valid is None else positions.masked_fill(~valid, -1)
+        new_lengths = torch.maximum(start, last.max(dim=1).values + 1)
+        kv_len = int(new_lengths.max())
+        if kv_len > kv_cache.max_len:
+            raise ValueError(f"sequence of {kv_len} tokens exceeds the KV cache's max_len {kv_cache.max_len}")
+        mask = self._position_mask(positions, torch.arange(kv_len, device=device))
+        span, rows, mask = _slot_span(slots, mask)
+        return positions, _CacheStep(kv_cache, slots, positions, valid, kv_len, span, rows), mask, new_lengths
 
     def _loss(self, logits: Tensor, labels: Tensor, router_logits: list[Tensor]) -> Tensor:
         lm_loss = F.cross_entropy(

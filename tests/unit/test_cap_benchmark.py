@@ -104,9 +104,10 @@ def _check_report(report: ReportArtifact, rows: list[dict[str, Any]], events: li
         assert n <= tokens <= n * MAX_TOKENS
         prefill, decode = level["prefill"], level["decode"]
         assert prefill["passes"] >= 1 and decode["passes"] >= 1 and level["missed_steps"] == 0
-        assert prefill["mean_batch_size"] * prefill["passes"] == pytest.approx(n)  # each prompt prefilled once
-        assert decode["tokens"] == tokens - n  # the rest of the tokens came from decode passes
-        assert prefill["tokens"] == level["prompt_tokens"]
+        # each prompt prefilled once: in a prefill pass, or packed into a decode forward (fused)
+        assert prefill["mean_batch_size"] * prefill["passes"] + prefill["fused_sequences"] == pytest.approx(n)
+        assert decode["tokens"] + decode["fused_tokens"] == tokens - n  # the rest came from decode forwards
+        assert prefill["tokens"] + prefill["fused_tokens"] == level["prompt_tokens"]
         for phase in (prefill, decode):
             assert phase["s_mbu"] > 0 and phase["s_mfu"] > 0 and phase["s_mbu_median"] > 0
         assert level["throughput_tokens_per_s"] == pytest.approx(tokens / level["wall_seconds"])

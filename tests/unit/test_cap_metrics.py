@@ -65,6 +65,21 @@ def test_prefill_pass_by_hand() -> None:
     assert p.s_mfu == pytest.approx(3712 / 0.5 / 2000)  # 3.712
 
 
+def test_a_fused_step_counts_in_neither_phase() -> None:
+    """New prompts packed into the decode forward: its time cannot be split between the phases."""
+    fused = _record(3, admitted=1, prefill_tokens=2, prefill_experts=[2, 2], prefill_lengths=[2], batch_size=2,
+                    decode_seconds=0.3, decode_forward_seconds=0.25, decode_experts=[3, 3],
+                    decode_contexts=[6, 4], fused=True)
+    records = [*RECORDS, fused]
+    for phase, passes in (("prefill", 1), ("decode", 2)):
+        assert len(phase_passes(TINY, records, "fp32", TOY, 1, phase)) == passes
+        summary = pass_utilisation(TINY, records, "fp32", TOY, 1, phase)
+        assert (summary["passes"], summary["fused_passes"]) == (passes, 1)
+        assert (summary["fused_sequences"], summary["fused_tokens"]) == ((1, 2) if phase == "prefill" else (2, 2))
+    as_json = asdict(fused)  # a server's /raypress/v1/steps gives dicts
+    assert pass_utilisation(TINY, [as_json], "fp32", TOY, 1, "decode")["fused_passes"] == 1
+
+
 def test_decode_passes_by_hand() -> None:
     first, second = phase_passes(TINY, RECORDS, "fp32", TOY, 1, "decode")
     # weights 144 + 72*5 + 44 = 548 params = 2192 B; embeddings 2*16 = 32; KV read (3+1)*32 = 128; write 64

@@ -116,8 +116,9 @@ def test_greedy_alone_equals_inside_a_batch_of_8(model):
     assert engine.cache.num_free == 8 and engine.num_running == 0
 
 
-def test_requests_join_mid_flight(model):
-    engine = _engine(model)
+@pytest.mark.parametrize("fuse", [True, False], ids=["new-prompts-in-the-decode-forward", "prefill-forward-first"])
+def test_requests_join_mid_flight(model, fuse):
+    engine = _engine(model, fuse_prefill=fuse)
     early = [engine.add_request(PROMPTS[0], SamplingParams(temperature=0, max_tokens=20))]
     engine.step()
     engine.step()
@@ -127,7 +128,13 @@ def test_requests_join_mid_flight(model):
     late.append(engine.add_request(PROMPTS[4], GREEDY))
     _run(engine, early + late)
     sizes = [s.batch_size for s in engine.stats.steps]
-    assert sizes[:5] == [1, 1, 4, 4, 5]  # the running batch grows between decode steps
+    if fuse:  # a fused step decodes the sequences that ran before it; its new prompts get one token
+        assert sizes[:5] == [1, 1, 1, 4, 4]
+        assert [s.fused for s in engine.stats.steps[:5]] == [False, False, True, False, True]
+        assert [s.new_tokens for s in engine.stats.steps[:5]] == [2, 1, 4, 4, 5]
+    else:  # the new prompts' prefill forward, then a decode forward that includes them
+        assert sizes[:5] == [1, 1, 4, 4, 5]
+        assert not any(s.fused for s in engine.stats.steps)
     assert [s.admitted for s in engine.stats.steps[:5]] == [1, 0, 3, 0, 1]
     assert early[0].result().token_ids == _alone(model, PROMPTS[0], SamplingParams(temperature=0, max_tokens=20))
     for prompt, handle in zip(PROMPTS[1:5], late):
@@ -274,7 +281,7 @@ def test_cancel_frees_the_slot(model):
     assert list(queued[1].events(timeout=1))[-1].finish_reason == "cancelled"
     running.cancel()
     record = engine.step()  # retired before the forwards: its slot goes to the queued request
-    assert record.admitted == 1 and record.batch_size == 2 and engine.num_waiting == 0
+    assert record.admitted == 1 and record.batch_size == 1 and record.fused and engine.num_waiting == 0
     events = list(running.events(timeout=1))
     assert events[-1].finish_reason == "cancelled"
     assert events[-1].usage.completion_tokens == 3  # prefill + decode in step 1, decode in step 2

@@ -10,7 +10,14 @@ import torch.nn.functional as F
 
 from moe_fixtures import tiny_config
 from raypress.models.kv_cache import KVCache
-from raypress.models.moe import MoEForCausalLM, default_expert_fn, load_balancing_loss, route, sorted_moe
+from raypress.models.moe import (
+    MoEForCausalLM,
+    PackedBlock,
+    default_expert_fn,
+    load_balancing_loss,
+    route,
+    sorted_moe,
+)
 from raypress.models.moe_config import MoEConfig
 
 MIXTRAL_LIKE = tiny_config(vocab_size=96, eos_token_id=None, max_position_embeddings=4096)
@@ -145,6 +152,52 @@ def test_batch_of_different_lengths_with_cache_equals_each_alone():
     # padding is neither computed nor counted: 10 real prompt tokens x top-1 per layer
     assert len(counts) == config.num_hidden_layers
     assert [int(c.sum()) for c in counts] == [10, 10]
+
+
+@pytest.mark.parametrize("config", [MIXTRAL_LIKE, QWEN_LIKE], ids=["mixtral", "qwen2_moe_window_tied"])
+def test_packed_forward_of_a_decode_batch_and_new_prompts_equals_separate_forwards(config):
+    """The engine's fused step: decode rows and right-padded new prompts in one forward give the
+    logits, cache contents and expert counts that a decode forward and a prefill forward give."""
+    model = _model(config, seed=5)
+    gen = torch.Generator().manual_seed(6)
+    running = [torch.randint(0, config.vocab_size, (n,), generator=gen) for n in (6, 9, 2)]
+    prompts = [torch.randint(0, config.vocab_size, (n,), generator=gen) for n in (4, 7)]
+    next_tokens = torch.randint(0, config.vocab_size, (3, 1), generator=gen)
+    padded = torch.zeros(2, 7, dtype=torch.long)
+    padded[0, :4], padded[1] = prompts[0], prompts[1]
+    lengths = torch.tensor([4, 7])
+
+    with torch.no_grad():
+        # the running sequences sit in slots 0, 2, 4 and the new prompts take 1 and 3 (interleaved)
+        cache = KVCache.for_config(config, num_slots=6, max_len=32)
+        for slot in range(5):
+            cache.allocate()
+        decode_slots, prefill_slots = torch.tensor([0, 2, 4]), torch.tensor([1, 3])
+        for slot, ids in zip(decode_slots.tolist(), running):
+            model(ids[None], kv_cache=cache, slots=torch.tensor([slot]))
+        separate_cache = KVCache.for_config(config, num_slots=6, max_len=32)
+        separate_cache.k.copy_(cache.k)
+        separate_cache.v.copy_(cache.v)
+        separate_cache.lengths.copy_(cache.lengths)
+        expected_decode = model(next_tokens, kv_cache=separate_cache, slots=decode_slots)[:, 0]
+        decode_counts = [c.clone() for c in model.last_expert_counts]
+        expected_prefill = model(padded, kv_cache=separate_cache, slots=prefill_slots, input_lengths=lengths,
+                                 logits_at=lengths - 1)
+        prefill_counts = [c.clone() for c in model.last_expert_counts]
+
+        got_decode, got_prefill = model.forward_packed(
+            [PackedBlock(next_tokens, decode_slots), PackedBlock(padded, prefill_slots, lengths)], cache)
+    assert torch.allclose(got_decode, expected_decode, atol=1e-5)
+    assert torch.allclose(got_prefill, expected_prefill, atol=1e-5)
+    assert cache.lengths.tolist() == separate_cache.lengths.tolist() == [7, 4, 10, 7, 3, 0]
+    for slot, length in enumerate(cache.lengths.tolist()):
+        assert torch.allclose(cache.k[:, slot, :, :length], separate_cache.k[:, slot, :, :length], atol=1e-5)
+        assert torch.allclose(cache.v[:, slot, :, :length], separate_cache.v[:, slot, :, :length], atol=1e-5)
+    blocks = model.last_block_expert_counts
+    assert [c.tolist() for c in blocks[0]] == [c.tolist() for c in decode_counts]
+    assert [c.tolist() for c in blocks[1]] == [c.tolist() for c in prefill_counts]
+    top_k = config.num_experts_per_tok
+    assert [int(c.sum()) for c in model.last_expert_counts] == [(3 + 11) * top_k] * config.num_hidden_layers
 
 
 @pytest.mark.parametrize("slots,path", [([1, 2, 3], "range"), ([5, 1, 3], "span with idle places"),

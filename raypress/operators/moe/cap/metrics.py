@@ -7,7 +7,9 @@ dataclasses or the dicts a server sends), so the same code scores an in-process 
 remote endpoint.
 
 Choices worth knowing:
-- A step holds at most one prefill forward and one decode forward; each is one *pass*.  Bytes and
+- A step holds at most one prefill forward and one decode forward; each is one *pass*.  A *fused*
+  step (new prompts packed into the decode forward: ``StepRecord.fused``) is neither phase alone, so
+  it is left out of both phases' utilisation and counted (``fused_passes``).  Bytes and
   FLOPs count the real tokens only: the engine right-pads a prefill batch, and the padding's
   attention work is overhead, not useful work (MoE-CAP charges useful work).  The KV cache is
   stored in the weights' dtype, so ``dtype`` sets both byte widths.
@@ -37,6 +39,11 @@ PERCENTILES = (50, 90, 99)
 def _get(record: Any, name: str) -> Any:
     """A field of a StepRecord given as a dataclass or as a dict (a server's JSON)."""
     return record[name] if isinstance(record, Mapping) else getattr(record, name)
+
+
+def is_fused(record: Any) -> bool:
+    """The step ran its new prompts inside the decode forward (records of older servers lack the field)."""
+    return bool(record.get("fused", False) if isinstance(record, Mapping) else getattr(record, "fused", False))
 
 
 def _pass_seconds(record: Any, phase: str) -> float:
@@ -80,6 +87,8 @@ def phase_passes(
     width = bytes_per_element(dtype)
     passes: list[PassCost] = []
     for record in step_records:
+        if is_fused(record):
+            continue
         if phase == "prefill":
             ran = _get(record, "admitted") > 0 and bool(_get(record, "prefill_experts"))
             if not ran:
@@ -123,6 +132,8 @@ def pass_utilisation(
 
     With no pass of that phase the counts are 0 and the ratios ``None``.
     """
+    step_records = list(step_records)
+    fused = [r for r in step_records if is_fused(r)]
     passes = phase_passes(config, step_records, dtype, hardware, n_devices, phase)
     seconds = sum(p.seconds for p in passes)
     total_bytes = sum(p.bytes for p in passes)
@@ -130,6 +141,10 @@ def pass_utilisation(
     summary: dict[str, Any] = {
         "phase": phase,
         "passes": len(passes),
+        # left out: new prompts and decode rows in one forward; the sequences of this phase they held
+        "fused_passes": len(fused),
+        "fused_sequences": sum(_get(r, "admitted" if phase == "prefill" else "batch_size") for r in fused),
+        "fused_tokens": sum(_get(r, "prefill_tokens" if phase == "prefill" else "batch_size") for r in fused),
         "tokens": sum(p.tokens for p in passes),
         "seconds": seconds,
         "bytes": total_bytes,
