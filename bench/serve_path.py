@@ -329,6 +329,7 @@ def env_for(path: str) -> dict[str, str] | None:
         if shutil.which("haproxy") is None:
             return None
         env["RAY_SERVE_ENABLE_HA_PROXY"] = "1"
+        env.setdefault("RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S", "2")  # as raypress's embedded Ray
     return env
 
 

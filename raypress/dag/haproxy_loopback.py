@@ -21,6 +21,8 @@ from pathlib import Path
 
 HA_PROXY_ENV = "RAY_SERVE_ENABLE_HA_PROXY"
 BINARY_ENV = "RAY_SERVE_HAPROXY_BINARY_PATH"
+DRAIN_ENV = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
+EMBEDDED_DRAIN_S = "2"
 INGRESSES = ("proxy", "haproxy", "auto")  # a pipeline's settings.serve_ingress
 
 # `bind :PORT` / `bind *:PORT` (every interface) -> `bind 127.0.0.1:PORT`; explicit hosts stay
@@ -84,6 +86,19 @@ def keep_on_loopback() -> str | None:
     path = str(install_wrapper(real))
     os.environ[BINARY_ENV] = path
     return path
+
+
+def short_drain_when_embedded() -> bool:
+    """Behind HAProxy, Serve holds every stopping replica open for at least 30 s (Ray 2.60's
+    ``RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S``) so that a load balancer in front of the
+    *replicas* can deregister them. In the embedded Ray the only party in front of them is Serve's
+    own HAProxy on this node, which hears of a stopping replica at once and retries refused
+    connections, so the wait only delayed the end of every serving run and of ``raypress serve``
+    by 30 s. Set it to 2 s there (before Ray starts; an operator's own value stands). True when set."""
+    if not ha_proxy_requested() or DRAIN_ENV in os.environ:
+        return False
+    os.environ[DRAIN_ENV] = EMBEDDED_DRAIN_S
+    return True
 
 
 def choose_ingress(setting: str) -> str:

@@ -15,7 +15,7 @@ import logging
 import os
 from typing import Any
 
-from raypress.dag.haproxy_loopback import keep_on_loopback
+from raypress.dag.haproxy_loopback import keep_on_loopback, short_drain_when_embedded
 from raypress.dag.ray_compat import loopback_node_ip
 
 HOST_ENV = "RAYPRESS_RAY_HOST"
@@ -131,6 +131,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: st
     else:
         if is_loopback(ray_host(host)):  # Serve's HAProxy ingress, if asked for, stays on loopback too
             keep_on_loopback()
+        short_drain_when_embedded()
         # A loaded 2-core machine sometimes misses Ray's fixed start-up deadlines: try again.
         for attempt in range(3):
             try:

@@ -90,3 +90,15 @@ def test_a_bad_or_unavailable_serve_ingress_is_a_problem_on_its_line(tmp_path, m
     monkeypatch.setattr(validate, "haproxy_binary", lambda: None)
     missing = problems("haproxy")
     assert len(missing) == 1 and "apt-get install haproxy" in missing[0].message
+
+
+def test_the_embedded_ray_drains_replicas_behind_haproxy_for_2_s_not_30(monkeypatch):
+    """Ray holds a stopping replica open 30 s for a load balancer in front of the replicas; the
+    embedded Ray's only one is Serve's own HAProxy, so raypress shortens it unless told otherwise."""
+    monkeypatch.delenv(hl.DRAIN_ENV, raising=False)
+    monkeypatch.delenv(hl.HA_PROXY_ENV, raising=False)
+    assert not hl.short_drain_when_embedded() and hl.DRAIN_ENV not in hl.os.environ  # Serve's proxy: no drain
+    monkeypatch.setenv(hl.HA_PROXY_ENV, "1")
+    assert hl.short_drain_when_embedded() and hl.os.environ[hl.DRAIN_ENV] == "2"
+    monkeypatch.setenv(hl.DRAIN_ENV, "45")  # an operator's value stands
+    assert not hl.short_drain_when_embedded() and hl.os.environ[hl.DRAIN_ENV] == "45"
