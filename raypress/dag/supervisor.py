@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from raypress.dag.cpu_meter import stat_fields
-from raypress.dag.ray_deaths import WATCHED, death_line
+from raypress.dag.ray_deaths import SETTLE_S, WATCHED, death_line
 from raypress.dag.resolve import ResolvedPipeline
 from raypress.dag.run_lock import RunLock
 
@@ -93,7 +93,7 @@ class RayProcessWatch(threading.Thread):
     WATCHED = WATCHED
     # A SIGKILLed raylet closes its sockets (and the driver exits) before the kernel has finished
     # tearing it down and its /proc state says so: wait this long for the watched to be seen dead.
-    SETTLE_S = 1.0
+    SETTLE_S = SETTLE_S
 
     def __init__(self, root_pid: int, interval: float = 0.1) -> None:
         super().__init__(daemon=True)

@@ -404,19 +404,9 @@ class Engine(TokenizerText):
                 sampled, done = self._append(batch, logits)
                 new_tokens += sampled
                 finished += done
-        return dict(
-            prefill_seconds=decode_start - prefill_start,
-            batch_size=len(batch),
-            decode_context_tokens=sum(decode_contexts) + len(batch),
-            decode_seconds=time.monotonic() - decode_start,
-            new_tokens=new_tokens,
-            finished=finished,
-            prefill_experts=prefill_experts,
-            decode_experts=decode_experts,
-            decode_contexts=decode_contexts,
-            prefill_forward_seconds=prefill_forward,
-            decode_forward_seconds=decode_forward,
-        )
+        return _pass_fields(batch, decode_contexts, decode_start, (new_tokens, finished),
+                            (prefill_experts, decode_experts), prefill_seconds=decode_start - prefill_start,
+                            prefill_forward_seconds=prefill_forward, decode_forward_seconds=decode_forward)
 
     def _fused_pass(self, batch: list[_Sequence], admitted: list[_Sequence]) -> dict[str, Any]:
         """One forward over the running sequences' next tokens and the new prompts
@@ -437,19 +427,8 @@ class Engine(TokenizerText):
                 sampled, done = self._append(rows, block)
                 new_tokens += sampled
                 finished += done
-        return dict(
-            prefill_seconds=0.0,
-            batch_size=len(batch),
-            decode_context_tokens=sum(decode_contexts) + len(batch),
-            decode_seconds=time.monotonic() - start,
-            new_tokens=new_tokens,
-            finished=finished,
-            prefill_experts=prefill_experts,
-            decode_experts=decode_experts,
-            decode_contexts=decode_contexts,
-            decode_forward_seconds=forward,
-            fused=True,
-        )
+        return _pass_fields(batch, decode_contexts, start, (new_tokens, finished), (prefill_experts, decode_experts),
+                            prefill_seconds=0.0, decode_forward_seconds=forward, fused=True)
 
     def _since(self, start: float) -> float:
         """Seconds since ``start`` once the device has finished the work queued so far (a GPU runs
@@ -644,6 +623,23 @@ class Engine(TokenizerText):
         )
         self.stats.add_request(metrics)
         call_callback(self.on_request_finished, metrics)
+
+
+def _pass_fields(batch: list[_Sequence], decode_contexts: list[int], decode_start: float,
+                 tokens: tuple[int, int], experts: tuple[list[int], list[int]], **timings: Any) -> dict[str, Any]:
+    """A step's ``StepRecord`` fields about its forwards: ``batch`` the decode rows, ``tokens``
+    (sampled, finished), ``experts`` (prefill, decode) distinct per layer, ``timings`` the rest."""
+    return dict(
+        batch_size=len(batch),
+        decode_context_tokens=sum(decode_contexts) + len(batch),
+        decode_seconds=time.monotonic() - decode_start,
+        new_tokens=tokens[0],
+        finished=tokens[1],
+        prefill_experts=experts[0],
+        decode_experts=experts[1],
+        decode_contexts=decode_contexts,
+        **timings,
+    )
 
 
 def check_prompt(prompt_ids: list[int], max_len: int, vocab_size: int) -> None:
