@@ -421,7 +421,9 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
 
 def _ingress_problem(ingress: str, address: str | None) -> str | None:
     """Why ``--ingress`` cannot be honoured here (None: it can)."""
-    if ingress not in ("proxy", "haproxy", "auto"):
+    from raypress.dag.haproxy_loopback import INGRESSES, NO_BINARY, haproxy_binary
+
+    if ingress not in INGRESSES:
         return (f"--ingress {ingress!r}: choose 'auto', 'haproxy' (Serve's HAProxy ingress) or 'proxy' "
                 "(Serve's HTTP proxy)")
     if ingress != "haproxy":
@@ -429,10 +431,8 @@ def _ingress_problem(ingress: str, address: str | None) -> str | None:
     if address or os.environ.get("RAY_ADDRESS"):
         return ("--ingress haproxy chooses how the embedded Ray starts Serve; a cluster decides for itself: "
                 "start its nodes with RAY_SERVE_ENABLE_HA_PROXY=1 (and haproxy installed)")
-    from raypress.dag.haproxy_loopback import haproxy_binary
-
     if haproxy_binary() is None:
-        return "--ingress haproxy needs the haproxy binary (Debian/Ubuntu: apt-get install haproxy)"
+        return f"--ingress haproxy {NO_BINARY}"
     return None
 
 

@@ -24,6 +24,7 @@ BINARY_ENV = "RAY_SERVE_HAPROXY_BINARY_PATH"
 DRAIN_ENV = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
 EMBEDDED_DRAIN_S = "2"
 INGRESSES = ("proxy", "haproxy", "auto")  # a pipeline's settings.serve_ingress
+NO_BINARY = "needs the haproxy binary (Debian/Ubuntu: apt-get install haproxy)"  # what each interface says
 
 # `bind :PORT` / `bind *:PORT` (every interface) -> `bind 127.0.0.1:PORT`; explicit hosts stay
 _WRAPPER = r"""#!/bin/bash
@@ -110,8 +111,7 @@ def choose_ingress(setting: str) -> str:
         return "haproxy" if ha_proxy_requested() else "proxy"
     if haproxy_binary() is None:
         if setting == "haproxy":
-            raise RuntimeError("settings.serve_ingress: haproxy needs the haproxy binary "
-                               "(Debian/Ubuntu: apt-get install haproxy), or use 'auto' or 'proxy'")
+            raise RuntimeError(f"settings.serve_ingress: haproxy {NO_BINARY}, or use 'auto' or 'proxy'")
         return "haproxy" if ha_proxy_requested() else "proxy"
     os.environ[HA_PROXY_ENV] = "1"
     return "haproxy"

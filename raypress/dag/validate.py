@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from raypress.dag.dj_compat import unavailable_text
 from raypress.dag.spec import PipelineSpec, Problem, read_spec
-from raypress.dag.haproxy_loopback import INGRESSES, haproxy_binary
+from raypress.dag.haproxy_loopback import INGRESSES, NO_BINARY, haproxy_binary
 from raypress.dag.yaml_lines import PipelineFileError
 from raypress.operators.base import OpKind, Operator, Params
 from raypress.operators.registry import (
@@ -491,8 +491,8 @@ def _check_settings(spec: PipelineSpec) -> list[Problem]:
                                 f"(got {s.get('serve_ingress')!r})", key="settings.serve_ingress"))
     elif s.get("serve_ingress") == "haproxy" and haproxy_binary() is None:
         problems.append(Problem(f, spec.line(("settings", "serve_ingress")),
-                                "serve_ingress: haproxy needs the haproxy binary (Debian/Ubuntu: apt-get install "
-                                "haproxy); 'auto' uses it where it is installed", key="settings.serve_ingress"))
+                                f"serve_ingress: haproxy {NO_BINARY}; 'auto' uses it where it is installed",
+                                key="settings.serve_ingress"))
     if not isinstance(s.get("allow_code"), bool):
         problems.append(Problem(f, spec.line(("settings", "allow_code")), "allow_code must be true or false",
                                 key="settings.allow_code"))

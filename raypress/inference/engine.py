@@ -470,10 +470,7 @@ class Engine(TokenizerText):
         Only when a request asks for ``prompt_logprobs`` does the LM head run over every position
         (T times the cost of the last one); those requests get their prompt's logprobs here.
         """
-        lengths = torch.tensor([s.prompt_len for s in batch])
-        ids = torch.zeros(len(batch), int(lengths.max()), dtype=torch.long)
-        for row, sequence in enumerate(batch):
-            ids[row, : sequence.prompt_len] = torch.tensor(sequence.handle.prompt_ids)
+        ids, lengths = _padded_prompts(batch)
         last = lengths.to(self.device) - 1
         scoring = any(s.params.prompt_logprobs is not None for s in batch)
         logits = self.model(
@@ -494,19 +491,14 @@ class Engine(TokenizerText):
 
     def _packed(self, batch: list[_Sequence], admitted: list[_Sequence]) -> Tensor:
         """The decode rows' logits, then the new prompts' last-token logits, from one forward."""
-        decode = PackedBlock(torch.tensor([[s.output_ids[-1]] for s in batch], dtype=torch.long),
-                             self._slots(batch))
-        lengths = torch.tensor([s.prompt_len for s in admitted])
-        ids = torch.zeros(len(admitted), int(lengths.max()), dtype=torch.long)
-        for row, sequence in enumerate(admitted):
-            ids[row, : sequence.prompt_len] = torch.tensor(sequence.handle.prompt_ids)
+        decode = PackedBlock(_next_inputs(batch), self._slots(batch))
+        ids, lengths = _padded_prompts(admitted)
         prefill = PackedBlock(ids, self._slots(admitted), lengths)
         return torch.cat(self.model.forward_packed([decode, prefill], self.cache))
 
     def _decode(self, batch: list[_Sequence]) -> Tensor:
         """One token per running sequence (its last output) at the next position of its slot."""
-        ids = torch.tensor([[s.output_ids[-1]] for s in batch], dtype=torch.long, device=self.device)
-        return self.model(ids, kv_cache=self.cache, slots=self._slots(batch))[:, 0]
+        return self.model(_next_inputs(batch).to(self.device), kv_cache=self.cache, slots=self._slots(batch))[:, 0]
 
     def _slots(self, batch: list[_Sequence]) -> Tensor:
         return torch.tensor([s.slot for s in batch], dtype=torch.long, device=self.device)
@@ -623,6 +615,20 @@ class Engine(TokenizerText):
         )
         self.stats.add_request(metrics)
         call_callback(self.on_request_finished, metrics)
+
+
+def _padded_prompts(batch: list[_Sequence]) -> tuple[Tensor, Tensor]:
+    """The prompts right-padded with 0 ``(B, T)``, and their lengths ``(B,)`` (on the CPU)."""
+    lengths = torch.tensor([s.prompt_len for s in batch])
+    ids = torch.zeros(len(batch), int(lengths.max()), dtype=torch.long)
+    for row, sequence in enumerate(batch):
+        ids[row, : sequence.prompt_len] = torch.tensor(sequence.handle.prompt_ids)
+    return ids, lengths
+
+
+def _next_inputs(batch: list[_Sequence]) -> Tensor:
+    """Each running sequence's last output token, the input of its next decode step ``(B, 1)``."""
+    return torch.tensor([[s.output_ids[-1]] for s in batch], dtype=torch.long)
 
 
 def _pass_fields(batch: list[_Sequence], decode_contexts: list[int], decode_start: float,
