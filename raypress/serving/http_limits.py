@@ -39,10 +39,10 @@ class RequestTooLarge(Exception):
 
 
 def too_large_response(max_bytes: int) -> JSONResponse:
-    from raypress.serving import openai_protocol as oa  # torch (sampling): not at import, the CLI imports this
+    from raypress.serving.http_guards import error_body  # it imports this module
 
     message = f"the request body is larger than this server's limit of {max_bytes} bytes"
-    return JSONResponse(oa.error_body(message, "invalid_request_error", None, "request_too_large"), 413,
+    return JSONResponse(error_body(message, "invalid_request_error", None, "request_too_large"), 413,
                         headers={"Connection": "close"})
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence, Sized
@@ -43,11 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from fastapi import FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from starlette.datastructures import Headers
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raypress.inference.engine import Engine
 from raypress.inference.requests import (
@@ -64,11 +60,10 @@ from raypress.inference.sampling import SamplingParams
 from raypress.serving import openai_protocol as oa
 from raypress.serving.stream_coalesce import coalesced
 from raypress.serving.prometheus_metrics import PROMETHEUS_CONTENT_TYPE, PrometheusMetrics, prometheus_available
-from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES, limit_request_body, retry_after
-from raypress.serving.openapi_contract import document_contract
+from raypress.serving.http_guards import APIError, error_body, install_guards
+from raypress.serving.http_limits import LLM_MAX_REQUEST_BYTES, retry_after
 
 log = logging.getLogger(__name__)
-OPEN_PATHS = frozenset({"/health", "/metrics", "/docs", "/openapi.json"})
 BIG_PROMPT_CHARS = 16_384  # above this much text a request's tokenising uses the big-prompt pool
 BIG_PROMPT_THREADS = 2
 INLINE_PROMPT_CHARS = 2_048  # up to this much text is tokenised on the loop: ~0.1 ms, less than a thread hop
@@ -82,34 +77,6 @@ GENERATE_RESPONSES: dict[int | str, dict[str, Any]] = {
     500: {"description": "a forward pass failed"},
     503: {"description": "the engine's queue is full or it is shutting down"},
 }
-
-
-class APIError(Exception):
-    """An error answered with an OpenAI error body."""
-
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
-
-    def response(self) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else retry_after(self.status)
-        return JSONResponse(oa.error_body(self.message, self.type, self.param, self.code), self.status, headers)
-
-
-def validation_error(exc: RequestValidationError) -> APIError:
-    """pydantic's error list -> one readable 400 naming the first bad field."""
-    errors = exc.errors()
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-    if first.get("type") == "json_invalid":
-        return APIError(400, f"the request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}")
-    param = ".".join(loc) or None
-    if param is None and first.get("type") == "missing":
-        return APIError(400, "the request needs a JSON body (Content-Type: application/json)")
-    where = f"{param}: " if param else ""
-    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-    return APIError(400, f"{where}{first['msg']}{more}", param=param)
 
 
 def _sse(payload: dict[str, Any] | str) -> str:
@@ -517,68 +484,18 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
                 yield chunk
         except Exception as error:  # headers are sent: report in-band, then end the stream as usual
             if isinstance(error, APIError):
-                body = oa.error_body(error.message, error.type, error.param, error.code)
+                body = error_body(error.message, error.type, error.param, error.code)
             elif isinstance(error, EngineStopped):
-                body = oa.error_body(f"the server is shutting down: {error}", "server_unavailable")
+                body = error_body(f"the server is shutting down: {error}", "server_unavailable")
             else:
                 if not isinstance(error, RequestFailed):
                     log.exception("a stream failed")
-                body = oa.error_body(f"generation failed: {error}", "server_error")
+                body = error_body(f"generation failed: {error}", "server_error")
             yield _sse(body)
         yield _sse("[DONE]")
 
     return StreamingResponse(body(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
-
-class BearerToken:
-    """401 unless ``Authorization: Bearer <api_key>`` (paths in ``open_paths`` excepted).
-
-    Why plain ASGI and not ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware`` runs
-    every request in a task of its own and passes every streamed body chunk through a memory
-    stream; on a server streaming tokens to 32 clients that was a cost per request and per chunk
-    for a header check (``bench/serve_path.py``)."""
-
-    def __init__(self, app: Any, api_key: str, open_paths: frozenset[str]) -> None:
-        self.app, self.key, self.open_paths = app, api_key.encode(), open_paths
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] not in self.open_paths:
-            header = Headers(scope=scope).get("authorization", "")
-            scheme, _, token = header.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.key):
-                response = APIError(401, "a valid API key is required (Authorization: Bearer <key>)",
-                                    "authentication_error", code="invalid_api_key").response()
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def install_guards(app: FastAPI, api_key: str | None, max_request_bytes: int | None = None) -> None:
-    """The bearer-token check (every path but ``OPEN_PATHS``), the body-size limit (413) and
-    OpenAI-style error bodies for every error — shared by each raypress HTTP app, so a client sees
-    one error shape and one auth rule."""
-
-    if api_key is not None:
-        app.add_middleware(BearerToken, api_key=api_key, open_paths=OPEN_PATHS)
-
-    @app.exception_handler(APIError)
-    async def api_error(_: Request, exc: APIError) -> JSONResponse:
-        return exc.response()
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return validation_error(exc).response()
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = "not_found" if exc.status_code == 404 else None
-        response = APIError(exc.status_code, str(exc.detail), code=code).response()
-        response.headers.update(exc.headers or {})  # a 405's ``Allow`` (RFC 9110)
-        return response
-
-    limit_request_body(app, max_request_bytes)  # outermost: a body over the limit is never read
-    document_contract(app, api_key, OPEN_PATHS, max_request_bytes)
 
 
 def create_app(engine: Engine, model_name: str, api_key: str | None = None,

@@ -315,10 +315,3 @@ def chat_delta(index: int, delta: dict[str, str], finish_reason: str | None = No
     return {"index": index, "delta": delta,
             "logprobs": None if logprobs is None else {"content": logprobs, "refusal": None},
             "finish_reason": finish_reason}
-
-
-def error_body(message: str, type_: str = "invalid_request_error", param: str | None = None,
-               code: str | None = None) -> dict[str, Any]:
-    """OpenAI's error shape; its client turns it into ``openai.BadRequestError`` etc."""
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
-

@@ -74,7 +74,8 @@ def amend(spec: dict[str, Any], protected: Callable[[str], bool], max_request_by
                 continue
             has_input = "requestBody" in operation or bool(operation.get("parameters"))
             responses = operation["responses"]
-            responses.pop("422", None)
+            if "HTTPValidationError" in str(responses.get("422", {})):  # FastAPI's default, never sent
+                responses.pop("422")
             if has_input:
                 responses.setdefault("400", {"description": "invalid request: the body or a parameter "
                                                             "does not match this schema, or malformed JSON"})

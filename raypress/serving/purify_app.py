@@ -47,7 +47,7 @@ from raypress.image_codecs import decode_image, encode_png
 from raypress.inference.purifier import ONE_STEP, Purifier
 from raypress.models.device import choose_device
 from raypress.serving.http_limits import PURIFY_MAX_REQUEST_BYTES, serve_backpressure
-from raypress.serving.openai_app import APIError, install_guards, validation_error
+from raypress.serving.http_guards import APIError, install_guards, validation_error
 
 _ROW_PREFIX = re.compile(r"^row '[^']*': ")
 

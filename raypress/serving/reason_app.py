@@ -83,7 +83,7 @@ def create_reason_api(policies: dict[str, Any], args: ReasonAppArgs) -> Any:
     from raypress.operators.reasoning.search import comcts as core
     from raypress.operators.reasoning.search.judges import ExactStepJudge, ModelJudge
     from raypress.operators.reasoning.tasks.catalog import get_family
-    from raypress.serving.openai_app import APIError, install_guards
+    from raypress.serving.http_guards import APIError, install_guards
 
     app = FastAPI(title="raypress reason")
     install_guards(app, None, args.max_request_bytes)  # the OpenAI app's error shapes and body limit (no key)

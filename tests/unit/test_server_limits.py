@@ -188,7 +188,8 @@ def test_purify_and_reason_apps_enforce_their_limits(tmp_path):
 def test_queue_full_and_shutting_down_503s_carry_retry_after():
     """(A real full queue answering 503 with the header: tests/unit/test_openai_app.py.)"""
     from raypress.inference.requests import EngineStopped, QueueFull
-    from raypress.serving.openai_app import APIError, _engine_error
+    from raypress.serving.http_guards import APIError
+    from raypress.serving.openai_app import _engine_error
 
     for error in (QueueFull("8 waiting"), EngineStopped("stopping")):
         response = _engine_error(error, "prompt").response()
