@@ -21,13 +21,18 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/raypress run pipelines/quickstart.yaml
 
-# BridgePure's tests read real Fashion-MNIST from Debian's package (offline once installed); where it
-# cannot be installed (no root, no archive) they skip and say why.
+# BridgePure's tests read real Fashion-MNIST from Debian's package (offline once installed), and the
+# run page's browser test drives Debian's Chromium (never a downloaded browser build); where they
+# cannot be installed (no root, no archive) those tests skip and say why.
 testdata:
 	@dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || { \
 	  echo "installing dataset-fashion-mnist (Fashion-MNIST for the BridgePure tests)"; \
 	  (apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist) >/dev/null 2>&1 || \
 	  echo "could not install dataset-fashion-mnist: the BridgePure tests will skip"; }
+	@{ dpkg -s chromium >/dev/null 2>&1 && dpkg -s chromium-driver >/dev/null 2>&1; } || { \
+	  echo "installing chromium and chromium-driver (the run page's browser test)"; \
+	  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 || \
+	  echo "could not install chromium: the browser test will skip"; }
 
 test: $(STAMP) testdata
 	$(VENV)/bin/lint-imports

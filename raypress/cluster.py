@@ -146,33 +146,10 @@ def submit_resolved(
     so on a multi-node cluster they must be on storage every node mounts at the same path. With
     `check`, a probe job first verifies the cluster's environment.
     """
-    spec = resolved.vp.spec
-    run_dir = str(resolved.run_dir)
     client = connect(address)
-    if not _is_local(client.get_address()):
-        echo(f"note: inputs and the run directory ({run_dir}) must be on storage the cluster's nodes "
-             "mount at the same path (NFS/EFS), or on S3")
+    job_id = start_job(client, resolved, extra_pip=extra_pip, echo=echo, check=check)
+    run_dir = str(resolved.run_dir)
     entrypoint = build_entrypoint(RESOLVED_FILE)
-    with tempfile.TemporaryDirectory(prefix="raypress-submit-") as folder:
-        working_dir = Path(folder)
-        (working_dir / RESOLVED_FILE).write_text(resolved.text, encoding="utf-8")  # the file alone
-        needed = _modules_needed(spec)
-        if check:
-            _write_probe(working_dir, needed, *_io_paths(spec, run_dir))
-        runtime_env = build_runtime_env(working_dir, extra_pip, echo=echo)
-        if check:
-            check_cluster(client, spec.name, runtime_env, needed, extra_pip, echo=echo)
-        source = Path(resolved.resolution.source).name
-        try:
-            job_id = _submit(
-                client,
-                Path(source).stem,
-                entrypoint=entrypoint,
-                runtime_env=runtime_env,
-                metadata={"raypress_pipeline": source, "raypress_run_dir": run_dir},
-            )
-        except Exception as e:  # upload refused, job server error, connection dropped
-            raise ClusterError(f"submitting to {address} failed: {_one_line(e)}") from e
     echo(f"submitted job {job_id} to {client.get_address()}: {entrypoint} (run directory {run_dir})")
     try:
         if not follow:
@@ -185,6 +162,50 @@ def submit_resolved(
         ) from e
 
 
+def start_job(
+    client: JobSubmissionClient,
+    resolved: ResolvedPipeline,
+    extra_pip: list[str] | None = None,
+    echo: Callable[[str], Any] = print,
+    check: bool = True,
+    env_vars: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None,
+    python: str = "python",
+) -> str:
+    """Submit the resolved pipeline as a job through `client` and return its id at once: the one
+    path `raypress submit` and the pipelines service share. With `check`, a probe job first
+    verifies the cluster's environment (ClusterError naming the fix). `env_vars` join the job's
+    runtime env; `metadata` joins the job's own (what the service finds its runs by); `python`:
+    the interpreter the job runs (a server on the cluster knows its own)."""
+    spec = resolved.vp.spec
+    run_dir = str(resolved.run_dir)
+    if not _is_local(client.get_address()):
+        echo(f"note: inputs and the run directory ({run_dir}) must be on storage the cluster's nodes "
+             "mount at the same path (NFS/EFS), or on S3")
+    entrypoint = build_entrypoint(RESOLVED_FILE, python)
+    with tempfile.TemporaryDirectory(prefix="raypress-submit-") as folder:
+        working_dir = Path(folder)
+        (working_dir / RESOLVED_FILE).write_text(resolved.text, encoding="utf-8")  # the file alone
+        needed = _modules_needed(spec)
+        if check:
+            _write_probe(working_dir, needed, *io_paths(spec, run_dir))
+        runtime_env = build_runtime_env(working_dir, extra_pip, echo=echo)
+        runtime_env["env_vars"].update(env_vars or {})
+        if check:
+            check_cluster(client, spec.name, runtime_env, needed, extra_pip, echo=echo)
+        source = Path(resolved.resolution.source).name
+        try:
+            return _submit(
+                client,
+                Path(source).stem,
+                entrypoint=entrypoint,
+                runtime_env=runtime_env,
+                metadata={"raypress_pipeline": source, "raypress_run_dir": run_dir, **(metadata or {})},
+            )
+        except Exception as e:  # upload refused, job server error, connection dropped
+            raise ClusterError(f"submitting to {client.get_address()} failed: {_one_line(e)}") from e
+
+
 def resolve_path(text: str, cwd: str | None = None) -> str:
     """`text` as `run` started in `cwd` reads it: `~` expanded, relative made absolute; URLs and
     `{run_dir}` paths as they are."""
@@ -194,7 +215,7 @@ def resolve_path(text: str, cwd: str | None = None) -> str:
     return expanded if os.path.isabs(expanded) else os.path.normpath(os.path.join(cwd or os.getcwd(), expanded))
 
 
-def _io_paths(spec: PipelineSpec, run_dir: str) -> tuple[list[list[str]], list[list[str]]]:
+def io_paths(spec: PipelineSpec, run_dir: str) -> tuple[list[list[str]], list[list[str]]]:
     """([label, path] of each input that exists here, [label, path] of each output to reach).
 
     An input missing here too is left to the run (its reader says "no file matches"): only what
@@ -399,10 +420,10 @@ def _submit(client: JobSubmissionClient, name: str, **job: Any) -> str:
         time.sleep(POLL_INTERVAL_S)
 
 
-def build_entrypoint(resolved_file: str) -> str:
+def build_entrypoint(resolved_file: str, python: str = "python") -> str:
     """The shell command the job runs: the resolved pipeline as it is, joined to the cluster (its
     run directory is recorded in the file)."""
-    return shlex.join(["python", "-m", "raypress.cli", "run", resolved_file, "--address", "auto"])
+    return shlex.join([python, "-m", "raypress.cli", "run", resolved_file, "--address", "auto"])
 
 
 def build_runtime_env(
