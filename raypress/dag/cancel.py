@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import threading
+from collections.abc import Iterator
 
 CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -77,6 +78,28 @@ def restore_signals() -> None:
         for sig, handler in _before.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         _before.clear()
+
+
+@contextlib.contextmanager
+def cancel_deferred() -> Iterator[None]:
+    """A cancel signal that arrives inside the block is held until it ends, then delivered again to
+    this process's own handler: for a step that must not stop half-way (a writer's commit: its
+    destination holds either its old parts or its new ones, never a mix of both).  Elsewhere than the
+    main thread Python delivers no signal, so there is nothing to hold."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    before = {sig: signal.getsignal(sig) for sig in CANCEL_SIGNALS}
+    for sig in CANCEL_SIGNALS:
+        signal.signal(sig, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    if held:
+        os.kill(os.getpid(), held[0])
 
 
 def received() -> RunCancelled | None:

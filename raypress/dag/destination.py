@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raypress.dag.cancel import cancel_deferred
+
 STAGING_SUFFIX = ".raypress-staging"
 MANIFEST_SUFFIX = ".raypress-manifest.json"
 
@@ -115,7 +117,12 @@ class Destination:
         shutil.rmtree(self.staging, ignore_errors=True)
 
     def commit(self) -> dict[str, int]:
-        """Move the staged output into place; return the committed files (absolute path -> size)."""
+        """Move the staged output into place; return the committed files (absolute path -> size).
+        A cancel arriving meanwhile waits until the commit is done (``cancel_deferred``)."""
+        with cancel_deferred():
+            return self._commit()
+
+    def _commit(self) -> dict[str, int]:
         self.check()  # the destination may have changed while the run was working
         new = self._staged()
         old = self.ours() | (set(self._present()) if self.overwrite else set())

@@ -26,6 +26,7 @@ from raypress.dag.cpu_meter import stat_fields
 from raypress.dag.ray_deaths import SETTLE_S, WATCHED, death_line
 from raypress.dag.resolve import ResolvedPipeline
 from raypress.dag.run_lock import RunLock
+from raypress.dag.run_log import RunLog
 
 TAIL_LINES = 400
 IN_PROCESS_FLAG = "--in-process"
@@ -65,8 +66,10 @@ def run_supervised(argv: list[str], resolved: ResolvedPipeline, echo: Callable[[
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  preexec_fn=_hang_up_with_parent(os.getpid()))
         tail: deque[str] = deque(maxlen=TAIL_LINES)
-        readers = [threading.Thread(target=_tee, args=(stream, target, tail), daemon=True)
-                   for stream, target in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
+        log = RunLog(run_dir, resolved.vp.order)
+        readers = [threading.Thread(target=_tee, args=(stream, target, tail, log, name), daemon=True)
+                   for stream, target, name in ((child.stdout, sys.stdout, "stdout"),
+                                                (child.stderr, sys.stderr, "stderr"))]
         for reader in readers:
             reader.start()
         watch = RayProcessWatch(child.pid)
@@ -79,7 +82,10 @@ def run_supervised(argv: list[str], resolved: ResolvedPipeline, echo: Callable[[
         # a raylet/GCS gone in the same poll as the run is evidence only when the run failed with
         # Ray's own exit code 1 and nothing better was printed (it is listed last: weakest first found)
         late = watch.late_deaths if rc == 1 else []
-        return _settle(run_dir, rc, [*tail, *watch.deaths, *late], list(resolved.vp.order), echo)
+        code = _settle(run_dir, rc, [*tail, *watch.deaths, *late], list(resolved.vp.order),
+                       lambda line: (echo(line), log.write(line, "supervisor")))
+        log.close()
+        return code
     finally:
         lock.release()
 
@@ -292,18 +298,24 @@ def descendants(root: int) -> dict[int, str]:
     return {pid: names[pid] for pid in found}
 
 
-def _tee(stream, target, tail: deque[str]) -> None:
-    """Pass one of the child's streams through unchanged (progress bars included), keeping its last lines."""
+def _tee(stream, target, tail: deque[str], log: RunLog, name: str) -> None:
+    """Pass one of the child's streams through unchanged (progress bars included), keeping its last
+    lines and writing each line to the run's log (``run_log``) as it comes."""
     out = target.buffer
     pending = b""
     for chunk in iter(lambda: stream.read1(65536), b""):
         out.write(chunk)
         out.flush()
         pending += chunk
-        *lines, pending = re.split(rb"[\r\n]", pending)
-        tail.extend(line.decode("utf-8", "replace") for line in lines if line.strip())
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            text = line.decode("utf-8", "replace")
+            tail.extend(part for part in text.split("\r") if part.strip())
+            log.write(text, name)
     if pending.strip():
-        tail.append(pending.decode("utf-8", "replace"))
+        text = pending.decode("utf-8", "replace")
+        tail.extend(part for part in text.split("\r") if part.strip())
+        log.write(text, name)
 
 
 def _wait(child: subprocess.Popen) -> int:

@@ -376,12 +376,12 @@ def _check_writer_destinations(nodes: dict[str, VNode], specs: dict, spec: Pipel
 
 # What the run directory holds of its own (``store.RunStore``): never a writer's destination, never an
 # input of a step (another writer's destination inside the run directory may be either)
-RUN_DIR_INTERNALS = ("nodes", "state", "rejects", "quarantine", "models", "reports", "events.jsonl",
+RUN_DIR_INTERNALS = ("nodes", "state", "rejects", "quarantine", "models", "reports", "logs", "events.jsonl",
                      "ledger.json", "ledger.json.tmp", "pipeline.yaml", "pipeline.yaml.tmp", ".lock")
 RUN_DIR_TOKEN = "{run_dir}"
 _INTERNAL_WHAT = {"nodes": "materialized outputs", "state": "what each step read and wrote, for resume",
                   "rejects": "filtered rows with their op and reason", "quarantine": "failed rows with their errors",
-                  "models": "trained models", "reports": "reports"}
+                  "models": "trained models", "reports": "reports", "logs": "the run's printed lines"}
 
 
 def run_dir_clash(path: str, run_dir: str | None = None) -> str | None:
