@@ -43,6 +43,24 @@ The assumptions (Ray 2.60):
    have exited and were not ended by Ray itself, as (process type, ``subprocess.Popen``) pairs; its
    ``all_processes`` is empty when it started none, and ``get_session_dir_path()`` is the session's
    folder, which every process of that session names in its command line.
+13. ``loopback_for_child_processes``: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` in the environment makes
+   every Ray process that starts later (the dashboard agent's job manager, a job's driver connecting
+   with ``address="auto"``) take ``ray_constants.ENABLE_RAY_CLUSTER`` off at import, so it, too, keeps
+   a loopback GCS address instead of swapping it for the machine's outward IP, where nothing listens.
+14. ``free_dashboard_agent_port``: ``ray.init`` gives the dashboard agent Ray's fixed default port
+   (52365, ``RayParams.dashboard_agent_listen_port``) and offers no argument to change it; an agent
+   that finds it taken (a second Ray on the machine, or one just ended) keeps running without its
+   HTTP server, so the Jobs API answers "No available agent" for every job.  The node reads the
+   port from its ``RayParams``, set here to a free one.
+15. ``publish_cluster_address``: a job's driver started by the Jobs API finds its cluster through
+   ``address="auto"``, which the job supervisor resolves from the node's temp dir's
+   ``ray_current_cluster`` file (``ray._private.utils.write_ray_address``; written by ``ray start``,
+   not by ``ray.init``) and, when that is missing, by picking any GCS process on the machine: with
+   another Ray running there, an embedded server's jobs joined the wrong cluster and hung.
+12. ``dashboard_address``: the head's dashboard (Jobs API) publishes its ``host:port`` in the GCS's
+   internal KV under ``ray_constants.DASHBOARD_ADDRESS`` in the dashboard namespace, readable from any
+   process connected to the cluster (a Serve replica included): what Ray's own Jobs client reads for
+   ``address="auto"``.
 """
 
 from __future__ import annotations
@@ -183,3 +201,60 @@ def own_session_dir() -> str | None:
     none (it joined a cluster, whose processes are not the run's to end)."""
     node = _own_node()
     return node.get_session_dir_path() if node is not None else None
+
+
+def loopback_for_child_processes() -> None:
+    """Make the Ray processes this one starts keep loopback addresses too (assumption 13): without
+    it a loopback Ray's Jobs API accepted a job and timed out after 300 s, its agent connecting to
+    the outward IP."""
+    import os
+
+    from ray._private import ray_constants
+
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+
+
+@contextlib.contextmanager
+def free_dashboard_agent_port() -> Iterator[int]:
+    """While ``ray.init`` starts a node in this block, its dashboard agent listens on a free port
+    (assumption 14), which is yielded."""
+    import socket
+
+    from ray._private import parameter, ray_constants
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    original = parameter.RayParams.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if self.dashboard_agent_listen_port == ray_constants.DEFAULT_DASHBOARD_AGENT_LISTEN_PORT:
+            self.dashboard_agent_listen_port = port
+
+    parameter.RayParams.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield port
+    finally:
+        parameter.RayParams.__init__ = original  # type: ignore[method-assign]
+
+
+def publish_cluster_address() -> None:
+    """Name this driver's own embedded cluster as the node's current one, as ``ray start --head``
+    does, so that ``address="auto"`` in the jobs it runs finds it (assumption 15)."""
+    from ray._private import utils, worker
+
+    node = worker._global_node
+    if node is not None:
+        utils.write_ray_address(node.gcs_address, node._ray_params.temp_dir)
+
+
+def dashboard_address() -> str | None:
+    """``http://HOST:PORT`` of the connected cluster's dashboard (its Jobs API), or None when it runs
+    none (assumption 12).  Call it from a process connected to Ray."""
+    from ray._private import ray_constants
+    from ray.experimental import internal_kv
+
+    value = internal_kv._internal_kv_get(ray_constants.DASHBOARD_ADDRESS,
+                                         namespace=ray_constants.KV_NAMESPACE_DASHBOARD)
+    return f"http://{value.decode()}" if value else None

@@ -16,7 +16,12 @@ import os
 from typing import Any
 
 from raypress.dag.haproxy_loopback import keep_on_loopback, short_drain_when_embedded
-from raypress.dag.ray_compat import loopback_node_ip
+from raypress.dag.ray_compat import (
+    free_dashboard_agent_port,
+    loopback_for_child_processes,
+    loopback_node_ip,
+    publish_cluster_address,
+)
 
 HOST_ENV = "RAYPRESS_RAY_HOST"
 LOOPBACK = "127.0.0.1"
@@ -76,21 +81,32 @@ def _warm_workers() -> None:
     _WARMING[:] = [warm.remote() for _ in range(cpus)]
 
 
-def _start_embedded(host: str, num_cpus: int | None, kwargs: dict[str, Any]) -> None:
-    """``ray.init`` for a new local node bound to ``host``."""
+def _start_embedded(host: str, num_cpus: int | None, kwargs: dict[str, Any], dashboard: bool = False) -> None:
+    """``ray.init`` for a new local node bound to ``host``; ``dashboard``: with the dashboard (the
+    Jobs API a pipelines server submits runs through), on ``host`` too."""
     import ray
 
     # No worker prestarted for a task backlog: a reader's segment keeps one task queued behind the
     # running ones (files.np_tasks_submitted), and the raylet started a worker for it that then took
     # turns with the others, each loading the ops (a 250 MB text recipe: 12 -> 17 s).  Workers still
     # start when a task needs one, and _warm_workers starts one per CPU at once.
-    kwargs = {**kwargs, "_system_config": {"enable_worker_prestart": False}}
+    kwargs = {**kwargs, "_system_config": {"enable_worker_prestart": False}, "include_dashboard": dashboard}
+    if dashboard:
+        kwargs["dashboard_host"] = "0.0.0.0" if host in EVERY_INTERFACE else host
     if host in EVERY_INTERFACE:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+        with free_dashboard_agent_port() if dashboard else contextlib.nullcontext():
+            ray.init(num_cpus=num_cpus, **kwargs)
+        if dashboard:
+            publish_cluster_address()
         return
+    if dashboard and is_loopback(host):  # its job agent and the jobs' drivers connect from processes of their own
+        loopback_for_child_processes()
     guard = loopback_node_ip() if is_loopback(host) else contextlib.nullcontext()
-    with guard:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address=host, **kwargs)
+    agent = free_dashboard_agent_port() if dashboard else contextlib.nullcontext()
+    with guard, agent:
+        ray.init(num_cpus=num_cpus, _node_ip_address=host, **kwargs)
+    if dashboard:  # the Jobs API's drivers join "auto": this cluster, not another Ray on the machine
+        publish_cluster_address()
 
 
 def ray_is_up() -> bool:
@@ -100,9 +116,10 @@ def ray_is_up() -> bool:
     return ray.is_initialized()
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: str | None = None) -> None:
+def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: str | None = None,
+               dashboard: bool = False) -> None:
     """Connect to ``address`` / ``RAY_ADDRESS`` if given, else start an embedded, quiet Ray bound to
-    ``ray_host(host)`` (loopback unless told otherwise)."""
+    ``ray_host(host)`` (loopback unless told otherwise), with its dashboard when ``dashboard``."""
     import ray
 
     if ray.is_initialized():
@@ -135,7 +152,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: st
         # A loaded 2-core machine sometimes misses Ray's fixed start-up deadlines: try again.
         for attempt in range(3):
             try:
-                _start_embedded(ray_host(host), num_cpus, kwargs)
+                _start_embedded(ray_host(host), num_cpus, kwargs, dashboard)
                 break
             except Exception:  # noqa: BLE001 - "node timed out during startup" and kin
                 ray.shutdown()
