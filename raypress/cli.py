@@ -1,4 +1,4 @@
-"""`raypress run | submit | validate | plan | ops | analyze | serve` — the command line over the pipeline engine."""
+"""`raypress run | submit | validate | plan | ops | analyze | serve | server` — the command line over the pipeline engine."""
 
 from __future__ import annotations
 
@@ -417,6 +417,99 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
     finally:
         out.print("shutting down")
         ray_serve.shutdown()
+
+
+@app.command()
+def server(runs_root: str = typer.Option("runs", "--runs-root", help="where runs go (runs_root/<name>/<run id>); "
+                                         "writers may only write under it"),
+           host: str = typer.Option("127.0.0.1", "--host", help="interface to bind; any but loopback needs a token"),
+           port: int = typer.Option(8080, "--port"),
+           token_env: Optional[str] = typer.Option(None, "--token-env", help="environment variable holding the "
+                                                   "bearer token (e.g. RAYPRESS_SERVER_TOKEN)"),
+           token_file: Optional[str] = typer.Option(None, "--token-file", help="file holding the bearer token"),
+           max_active_runs: int = typer.Option(16, "--max-active-runs", min=1,
+                                               help="queued + running runs before submits get 503"),
+           cancel_grace_s: int = typer.Option(30, "--cancel-grace", min=1,
+                                              help="seconds a cancelled run has to stop cleanly before it is killed"),
+           check_cluster: bool = typer.Option(False, "--check-cluster", help="probe the cluster's Python and "
+                                              "paths before each run (as `raypress submit` does)"),
+           address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to attach to, HOST:6379 or "
+                                                 "auto (default: an embedded Ray with its Jobs API, or RAY_ADDRESS); "
+                                                 "its Jobs API is found from it"),
+           ray_host: Optional[str] = typer.Option(None, "--ray-host", help=RAY_HOST_HELP),
+           ingress: str = typer.Option("auto", "--ingress", help="haproxy: Serve's HAProxy ingress (needs haproxy "
+                                       "installed; under 50 polling clients it took the server's CPU per run from "
+                                       "~7.6 to ~1.8 s here); proxy: Serve's Python HTTP proxy; auto: haproxy where "
+                                       "it is installed (an embedded Ray only: a cluster's nodes decide)")):
+    """Serve the pipelines API and its run page until interrupted.
+
+    Runs go to the attached Ray cluster as Ray Jobs (as `raypress submit` sends them); their state
+    is read back from their run directories and the Jobs API, so a restarted server lists them all.
+    Here: `raypress server` (an embedded Ray; the page at http://127.0.0.1:8080/). On a cluster:
+    `raypress server --address HEAD:6379 --host 0.0.0.0 --token-env RAYPRESS_SERVER_TOKEN --runs-root
+    /shared/runs`, or `serve deploy serve_configs/pipelines.yaml`. Endpoints: POST /v1/validate,
+    POST /v1/runs, GET /v1/runs, GET /v1/runs/ID (and /events, /logs, /artifacts/PATH,
+    /nodes/NODE/rejects), POST /v1/runs/ID/cancel and /resume, GET /v1/ops; OpenAPI at /openapi.json.
+    """
+    from pydantic import ValidationError
+
+    from raypress.dag.ray_session import ensure_ray, is_loopback
+    from raypress.serving.launch import wait_until_interrupted
+    from raypress.serving.pipelines.deployment import PipelinesAppArgs
+
+    try:
+        args = PipelinesAppArgs(runs_root=str(os.path.abspath(runs_root)), base_dir=os.getcwd(),
+                                api_key_env=token_env, api_key_file=token_file, max_active_runs=max_active_runs,
+                                cancel_grace_s=cancel_grace_s, check_cluster=check_cluster)
+        key = args.resolved_key()
+    except (ValidationError, ValueError) as exc:
+        message = "; ".join(e["msg"] for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
+        console.print(f"error: {message}", markup=False)
+        raise typer.Exit(2)
+    if address and address.startswith(("http://", "https://")):
+        console.print(f"error: --address {address}: give the cluster's Ray address (HOST:6379, or auto); the "
+                      "server finds its Jobs API from it", markup=False)
+        raise typer.Exit(2)
+    if key is None and not is_loopback(host):
+        console.print(f"error: --host {host} is not loopback: give a token (--token-env or --token-file), "
+                      "or anyone who can reach the port can run pipelines as this user", markup=False)
+        raise typer.Exit(2)
+    problem = _ingress_problem(ingress, address)
+    if problem:
+        console.print(f"error: {problem}", markup=False)
+        raise typer.Exit(2)
+    if not (address or os.environ.get("RAY_ADDRESS")):  # the embedded Ray's Serve reads it when it starts
+        from raypress.dag.haproxy_loopback import choose_ingress
+
+        choose_ingress(ingress)
+    ensure_ray(address, host=ray_host, dashboard=True)
+    from ray import serve as ray_serve
+
+    from raypress.dag.ray_compat import dashboard_address, serve_start
+    from raypress.serving.llm_deployment import http_url
+    from raypress.serving.pipelines.deployment import build_pipelines_app
+
+    jobs = dashboard_address()
+    if jobs is None:
+        console.print("error: the cluster runs no dashboard, so it has no Jobs API to run pipelines through "
+                      "(start its head with --include-dashboard=true)", markup=False)
+        raise typer.Exit(2)
+    args = args.model_copy(update={"jobs_address": jobs, "api_key": key, "api_key_env": None, "api_key_file": None})
+    serve_start(http_options={"host": host, "port": port})
+    try:
+        ray_serve.run(build_pipelines_app(args.model_dump()), name="pipelines", route_prefix="/")
+    except (RuntimeError, TimeoutError) as exc:
+        console.print(f"error: {exc}", markup=False)
+        ray_serve.shutdown()
+        raise typer.Exit(1)
+    url = http_url(host, port)
+    out.print(f"pipelines server at {url}/  (API: {url}/v1, OpenAPI: {url}/openapi.json; runs in "
+              f"{args.runs_root}; jobs via {jobs}; Ctrl-C stops)", markup=False)
+    try:
+        wait_until_interrupted()
+    finally:
+        out.print("shutting down (runs keep running on the cluster; a new server finds them)")
+        ray_serve.delete("pipelines")
 
 
 def _ingress_problem(ingress: str, address: str | None) -> str | None:
