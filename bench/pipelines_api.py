@@ -439,6 +439,8 @@ async def bench(args: argparse.Namespace) -> int:
         print(f"starting a 2-CPU cluster and `raypress server` in {tmp} ...", flush=True)
         t0 = time.monotonic()
         with running_server(tmp, node_env=ingress_env(args.ingress, tmp)) as server:
+            if args.client_nice:  # after the cluster and the server started: they must not inherit it
+                os.nice(args.client_nice)
             size = write_inputs(tmp / "work", args.rows).stat().st_size
             yaml_text = PIPELINE
             print(f"up in {time.monotonic() - t0:.0f} s; {args.rows:,} rows ({size / 1e6:.0f} MB); warm-up ...",
@@ -519,6 +521,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds one run may take")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (runs, server log)")
     parser.add_argument("--profile", action="store_true", help="py-spy the replica and proxy in loaded runs")
+    parser.add_argument("--client-nice", type=int, default=0, choices=range(20), metavar="0-19",
+                        help="run the load generator at this CPU priority (its clients stand for machines "
+                             "elsewhere: at 19 its own CPU on the 2 cores counts less against the pipeline)")
     parser.add_argument("--ingress", choices=("proxy", "haproxy"), default="proxy",
                         help="Serve's Python HTTP proxy (Ray's default) or its HAProxy ingress on the cluster's nodes")
     args = parser.parse_args()
