@@ -220,7 +220,7 @@ def test_ops_are_listed_with_json_schema(api):
 
 
 def test_cancel_a_long_run_resume_it_and_recover_after_a_restart(api, server):
-    slow = write_slow_inputs(server.base_dir, rows=150_000)
+    slow = write_slow_inputs(server.base_dir, rows=80_000)
     run_id = api.post("/v1/runs", json={"yaml": slow}).json()["id"]
     wait_for_state(api, run_id, ("running",), timeout_s=120)
     deadline = time.monotonic() + 120
