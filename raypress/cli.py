@@ -1,4 +1,4 @@
-"""`raypress run | submit | validate | plan | ops | analyze | serve | server` — the command line over the pipeline engine."""
+"""`raypress run | submit | validate | plan | ops | rejects | analyze | serve | server` — the command line over the pipeline engine."""
 
 from __future__ import annotations
 
@@ -274,6 +274,82 @@ def submit(file: str = typer.Argument(..., help="pipeline YAML"),
     if no_follow:
         return
     raise typer.Exit(0 if status == "SUCCEEDED" else 1)
+
+
+@app.command()
+def rejects(run_dir: str = typer.Argument(..., help="a run directory (runs/<name>/<run id>)"),
+            node: Optional[str] = typer.Argument(None, help="the node whose rows to show (default: a summary "
+                                                             "of every node's drops)"),
+            reason: Optional[str] = typer.Option(None, "--reason", help="only rows dropped for this reason"),
+            kind: Optional[str] = typer.Option(None, "--kind", help="filtered | duplicate | error (quarantined)"),
+            limit: int = typer.Option(20, "--limit", min=1, help="rows to show"),
+            as_json: bool = typer.Option(False, "--json", help="one JSON object per row (reloads with json.loads)")):
+    """Show the rows a run dropped: each with its reason, its stat value against the threshold and
+    its source; without NODE, how many each node dropped and why (from the ledger)."""
+    import json
+    from pathlib import Path
+
+    from raypress.serving.pipelines.run_files import LEDGER_FILE, RejectQuery, read_json, rejects_page
+    from raypress.serving.pipelines.run_view import node_params, read_dag
+    from raypress.suggest import did_you_mean_op
+
+    folder = Path(run_dir)
+    if not (folder / "pipeline.yaml").is_file():
+        console.print(f"error: {run_dir} is not a run directory (no pipeline.yaml)", markup=False)
+        raise typer.Exit(2)
+    if kind is not None and kind not in ("filtered", "duplicate", "error"):
+        console.print(f"error: --kind {kind!r}: choose filtered, duplicate or error", markup=False)
+        raise typer.Exit(2)
+    if node is None:
+        ledger = read_json(folder / LEDGER_FILE) or {}
+        table = Table(title=f"dropped rows of {folder} (raypress rejects {run_dir} NODE shows them)")
+        for col in ("node", "op", "reason", "rows"):
+            table.add_column(col, justify="right" if col == "rows" else "left")
+        for nid, entry in (ledger.get("nodes") or {}).items():
+            for why, count in sorted((entry.get("dropped") or {}).items()):
+                table.add_row(nid, entry.get("op", ""), escape(why), str(count))
+            for label, key in (("duplicate", "duplicates"), ("quarantined (error)", "quarantined")):
+                if entry.get(key):
+                    table.add_row(nid, entry.get("op", ""), label, str(entry[key]))
+        out.print(table)
+        return
+    params = node_params(folder, node)
+    if params is None:
+        known = [n["id"] for n in read_dag(folder)]
+        console.print(f"error: the run has no node {node!r}{did_you_mean_op(node, known)}", markup=False)
+        raise typer.Exit(2)
+    page = rejects_page(folder, RejectQuery(node, reason, kind, limit), None, params)
+    if as_json:
+        for row in page["rows"]:
+            out.print(json.dumps(row, ensure_ascii=False), markup=False, highlight=False, soft_wrap=True)
+        return
+    table = Table(title=f"rows {node} dropped" + (f" for {reason!r}" if reason else ""))
+    for col in ("id", "kind", "reason", "value", "source"):
+        table.add_column(col)
+    for row in page["rows"]:
+        table.add_row(escape(str(row["id"])), row["kind"] or "", escape(row["reason"] or ""),
+                      escape(_value_text(row)), escape(_source_text(row["source"])))
+    out.print(table)
+    if page["next_cursor"]:
+        out.print(f"(more: --limit {limit * 2})", markup=False)
+
+
+def _value_text(row: dict) -> str:
+    """``1 < min_num 3`` where the reason names a threshold, else the stat values or the detail."""
+    detail, threshold = row.get("detail"), row.get("threshold")
+    if isinstance(detail, dict) and threshold and len(detail) == 1:
+        value = next(iter(detail.values()))
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        return f"{shown} {'<' if threshold['side'] == 'min' else '>'} {threshold['param']} {threshold['value']}"
+    if isinstance(detail, dict):
+        return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in detail.items())
+    return "" if detail is None else str(detail)
+
+
+def _source_text(source: Optional[dict]) -> str:
+    if not source:
+        return ""
+    return source["file"] + (f":{source['offset']}" if source.get("offset") is not None else "")
 
 
 @app.command()
