@@ -93,7 +93,7 @@ class Page:
                 if value:
                     return value
             except (NoSuchElementException, StaleElementReferenceException):
-                pass
+                value = None  # the page redrew the element under us: look again on the next poll
             if time.monotonic() > deadline:
                 self.shot("failed-wait")
                 raise AssertionError(f"timed out after {timeout} s waiting for {what} (url {self.driver.current_url})")

@@ -33,11 +33,9 @@ RAY_DEFAULT_AGENT_PORT = 52365
 def holding_port(port: int):
     """Hold ``port`` on loopback (if it is free) for the block."""
     sock = socket.socket()
-    try:
+    with contextlib.suppress(OSError):  # someone else holds it already: the same situation
         sock.bind(("127.0.0.1", port))
         sock.listen()
-    except OSError:
-        pass  # someone else holds it already: the same situation
     try:
         yield
     finally:

@@ -27,7 +27,7 @@ from raypress.serving.pipelines.run_files import (
     logs_page,
     rejects_page,
 )
-from raypress.serving.pipelines.run_view import STATES, node_params
+from raypress.serving.pipelines.run_view import STATES, node_params, summary
 from raypress.serving.pipelines.service import InvalidPipeline, PipelinesService
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
@@ -240,8 +240,6 @@ def create_pipelines_app(service: PipelinesService, api_key: str | None = None,
         record, new = await run_in_threadpool(service.submit, body.yaml, body.overrides, body.filename,
                                               idempotency_key)
         state, why, ledger = await run_in_threadpool(service.state, record)
-        from raypress.serving.pipelines.run_view import summary
-
         return JSONResponse(summary(record, state, why, ledger), 202 if new else 200,
                             headers={"Location": f"/v1/runs/{record.id}"})
 
@@ -270,8 +268,6 @@ def create_pipelines_app(service: PipelinesService, api_key: str | None = None,
     async def resume(run_id: str = _RUN_ID) -> dict[str, Any]:
         record = await run_in_threadpool(service.resume, run_id)
         state, why, ledger = await run_in_threadpool(service.state, record)
-        from raypress.serving.pipelines.run_view import summary
-
         return summary(record, state, why, ledger)
 
     @app.get("/v1/runs/{run_id}/events", responses={**RUN_404, 200: {
