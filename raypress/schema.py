@@ -2,7 +2,7 @@
 
 Filters and failing rows do not vanish mid-stream: they keep flowing as *tombstones* (the row
 with ``_rp_node`` set), later operators pass them through untouched, and each sink routes them
-to ``rejects/`` / ``quarantine/``.  The ledger is then an aggregation of what reached the sinks.
+to ``rejects/<node>/`` / ``quarantine/<node>/`` of the node that set it.  The ledger is then an aggregation of what reached the sinks.
 """
 
 from __future__ import annotations

@@ -18,14 +18,15 @@ HONOURED = ("project_name", "dataset_path", "dataset", "export_path", "process",
 # Keys accepted with a notice: what raypress does instead (None: nothing worth saying).
 NOTICES: dict[str, str | None] = {
     "open_tracer": "raypress writes every dropped row with its op and reason under the run directory's "
-                   "rejects/ (`settings.keep_rejects` turned on), and the ledger counts them per op",
-    "op_list_to_trace": "see open_tracer: rejects/ holds every op's dropped rows",
+                   "rejects/<node>/ (`settings.keep_rejects` turned on; `raypress rejects RUN_DIR NODE` prints them), "
+                   "and the ledger counts them per op",
+    "op_list_to_trace": "see open_tracer: rejects/<node>/ holds each op's dropped rows",
     "trace_num": "see open_tracer: rejects/ holds every dropped row, not a sample",
     "op_fusion": "Ray Data fuses consecutive map_batches steps itself",
     "fusion_strategy": "Ray Data fuses consecutive map_batches steps itself; ops run in the recipe's order",
     "adaptive_batch_size": "each op declares its batch size; Ray Data streams the blocks",
     "turbo": "raypress always processes Arrow batches, not single samples",
-    "skip_op_error": "a row whose op raises is quarantined (run directory quarantine/) and the run "
+    "skip_op_error": "a row whose op raises is quarantined (run directory quarantine/<node>/) and the run "
                      "fails only past `settings.max_error_ratio`",
     "open_monitor": "the ledger and events.jsonl in the run directory give each op's rows and seconds",
     "temp_dir": "intermediate data lives in Ray's object store and the run directory",

@@ -21,22 +21,25 @@ class RunFailed(Exception):
 
 
 def check_error_budget(nodes: list[VNode], entries: dict[str, dict], limit: float, quarantine: Path) -> None:
-    """RunFailed naming the first node whose quarantined share of its input is over ``limit``."""
+    """RunFailed naming the first node whose quarantined share of its input is over ``limit``;
+    ``quarantine``: the run's quarantine root, which holds a folder per node."""
     for n in nodes:
         e = entries[n.id]
         if e["rows_in"] and e["quarantined"] / e["rows_in"] > limit:
             raise RunFailed(
                 f"node '{n.id}' ({n.op_cls.name}): {e['quarantined']} of {e['rows_in']} rows "
                 f"({e['quarantined'] / e['rows_in']:.1%}) raised errors, over max_error_ratio {limit}. "
-                f"First: {first_error(quarantine, n.id)}. All of them are in {quarantine}/", entries)
+                f"First: {first_error(quarantine, n.id)}. All of them are in {quarantine / n.id}/", entries)
 
 
-def first_error(qdir: Path, node_id: str) -> str:
+def first_error(quarantine: Path, node_id: str) -> str:
+    """The first failed row of ``node_id`` in ``quarantine/<node_id>/`` (the sink files a row under
+    the node that failed on it), quoted for the error-budget message."""
     import pyarrow.parquet as pq
 
     from raypress.schema import DETAIL_COL, ID_COL, NODE_COL
 
-    for f in sorted(qdir.glob("*.parquet")):
+    for f in sorted((quarantine / node_id).glob("*.parquet")):
         t = pq.read_table(f)
         for row in t.select([c for c in (ID_COL, NODE_COL, DETAIL_COL) if c in t.column_names]).to_pylist():
             if row.get(NODE_COL) == node_id:

@@ -7,8 +7,9 @@ node's state records:
 - *consumed*: every file its parameters name (a file, a folder walked, or a glob matched), as
   size + mtime + a hash of a content sample (first and last 64 KiB), and the digest of each
   upstream node's output;
-- *produced*: every file of its output (materialized parts, a writer's files, rejects,
-  quarantine, a model folder, a report) with its size.
+- *produced*: every file of its output (materialized parts, a writer's files, the
+  ``rejects/<node>/`` and ``quarantine/<node>/`` of each of its nodes, a model folder, a report)
+  with its size.
 
 Resume re-runs a node when any of it differs, and says which file and how.
 """

@@ -1,5 +1,6 @@
-"""The end of a segment: live rows to their destination, tombstones to rejects/quarantine,
-and a small tally per batch, from which the ledger is computed (counts come from the data)."""
+"""The end of a segment: live rows to their destination, tombstones to ``rejects/<node>/`` and
+``quarantine/<node>/`` of the node that dropped them, and a small tally per batch, from which the
+ledger is computed (counts come from the data)."""
 
 from __future__ import annotations
 
@@ -56,13 +57,13 @@ class SegmentSink:
     """Callable for `map_batches(batch_size=None)` at the end of a segment."""
 
     def __init__(self, sink_id: str, output_dir: str | None, writer: Writer | None, writer_dest: str | None,
-                 rejects_dir: str, quarantine_dir: str, keep_rejects: bool, timer: Any = None):
+                 rejects_root: str, quarantine_root: str, keep_rejects: bool, timer: Any = None):
         self.sink_id = sink_id
         self.output_dir = Path(output_dir) if output_dir else None
         self.writer = writer
         self.writer_dest = writer_dest
-        self.rejects_dir = Path(rejects_dir)
-        self.quarantine_dir = Path(quarantine_dir)
+        self.rejects_root = Path(rejects_root)  # RUN_DIR/rejects: a row lands in <root>/<node that dropped it>/
+        self.quarantine_root = Path(quarantine_root)
         self.keep_rejects = keep_rejects
         self.timer = timer  # the writer's own time goes to the run's OpTimer
 
@@ -94,16 +95,8 @@ class SegmentSink:
                 write_parquet_atomic(live, self.output_dir / f"part-{part}.parquet")
 
     def _write_dead(self, dead: pa.Table, part: str) -> list[tuple[str, str, str, int]]:
-        errors = dead.filter(pc.equal(dead.column(KIND_COL), TombstoneKind.ERROR.value))
-        removed = dead.filter(pc.not_equal(dead.column(KIND_COL), TombstoneKind.ERROR.value))
-        if errors.num_rows:
-            with _named(self.quarantine_dir):
-                write_parquet_atomic(errors, self.quarantine_dir / f"part-{part}.parquet")
-        if removed.num_rows:
-            slim = removed if self.keep_rejects else removed.select(
-                [c for c in (ID_COL, *TOMBSTONE_COLS) if c in removed.column_names])
-            with _named(self.rejects_dir):
-                write_parquet_atomic(slim, self.rejects_dir / f"part-{part}.parquet")
+        for node in pc.unique(dead.column(NODE_COL)).to_pylist():
+            self._write_node_dead(node, dead.filter(pc.equal(dead.column(NODE_COL), node)), part)
         grouped = pa.table({
             "node": dead.column(NODE_COL), "kind": dead.column(KIND_COL),
             # duplicates are counted per node, not per kept twin (their reason is the twin's id)
@@ -113,6 +106,32 @@ class SegmentSink:
         # group_by inside a Ray worker can fail with "thread index N is out of range [0, N)"
         }).group_by(["node", "kind", "reason"], use_threads=False).aggregate([("node", "count")])
         return [(r["node"], r["kind"], r["reason"] or "", r["node_count"]) for r in grouped.to_pylist()]
+
+    def _write_node_dead(self, node: str, dead: pa.Table, part: str) -> None:
+        """``node``'s removed rows to ``rejects/<node>/``, its failed rows to ``quarantine/<node>/``,
+        under the call's token: a user looking for a filter's rejects finds them under its name
+        (not under the segment's last node), and ``number_parts`` orders each folder alike."""
+        errors = dead.filter(pc.equal(dead.column(KIND_COL), TombstoneKind.ERROR.value))
+        removed = dead.filter(pc.not_equal(dead.column(KIND_COL), TombstoneKind.ERROR.value))
+        if errors.num_rows:
+            folder = node_folder(self.quarantine_root, node)
+            with _named(folder):
+                write_parquet_atomic(errors, folder / f"part-{part}.parquet")
+        if removed.num_rows:
+            slim = removed if self.keep_rejects else removed.select(
+                [c for c in (ID_COL, *TOMBSTONE_COLS) if c in removed.column_names])
+            folder = node_folder(self.rejects_root, node)
+            with _named(folder):
+                write_parquet_atomic(slim, folder / f"part-{part}.parquet")
+
+
+def node_folder(root: Path, node: str) -> Path:
+    """``root/<node>``: where the rows ``node`` dropped are kept.  A node id is a folder name here
+    (as under ``nodes/``); one that would land outside ``root`` is refused, never written there."""
+    parts = Path(node).parts
+    if not parts or Path(node).is_absolute() or ".." in parts or "\x00" in node:
+        raise ValueError(f"node id {node!r} cannot name a folder under {root}")
+    return root / node
 
 
 @contextlib.contextmanager

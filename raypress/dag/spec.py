@@ -225,6 +225,11 @@ def _read_nodes(data: dict, doc: LocatedDoc, problems: list[Problem]) -> list[No
         if node_id is None or not isinstance(node_id, (str, int)):
             problems.append(Problem(f, doc.line(path), "node has no `id`", node=label, key="id"))
             continue
+        if not NODE_ID.match(str(node_id)):
+            problems.append(Problem(f, doc.line(path + ("id",)), f"node id {str(node_id)!r} names the node's folders "
+                                    "(nodes/, rejects/, quarantine/): no '/', '\\', leading '.' or NUL, at most "
+                                    "200 characters", node=label, key="id"))
+            continue
         op = item.get("op")
         if not isinstance(op, str):
             problems.append(Problem(f, doc.line(path), "node has no `op`", node=label, key="op"))
@@ -403,6 +408,8 @@ def _export_node(export_path: str, prev: str | None, dj: DjGlobals) -> NodeSpec:
     return NodeSpec("export", writer, {"path": path}, prev, ("export_path",))
 
 
+# a node's id is the name of its folders in the run directory
+NODE_ID = re.compile(r"^[^/\\\x00.][^/\\\x00]{0,199}$")
 _EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 

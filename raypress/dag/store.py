@@ -1,8 +1,9 @@
 """The run directory: resolved pipeline, events log, per-node state for resume.
 
 Layout: `pipeline.yaml`, `ledger.json`, `events.jsonl`, `nodes/<id>/` (materialized outputs),
-`rejects/<sink>/`, `quarantine/<sink>/`, `models/<id>/`, `reports/<id>.json`, `state/<id>.json`
-(what the step consumed and produced, see ``fingerprint``), `.lock` (see ``run_lock``).
+`rejects/<id>/` and `quarantine/<id>/` (the rows node <id> dropped or failed on, whichever segment
+sink wrote them), `models/<id>/`, `reports/<id>.json`, `state/<id>.json` (what the step consumed
+and produced, see ``fingerprint``), `.lock` (see ``run_lock``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
+from raypress.dag.sink import node_folder
 from raypress.dag.validate import ValidatedPipeline
 
 
@@ -53,11 +55,25 @@ class RunStore:
     def node_dir(self, nid: str) -> Path:
         return self.root / "nodes" / nid
 
-    def rejects_dir(self, sink: str) -> Path:
-        return self.root / "rejects" / sink
+    @property
+    def rejects_root(self) -> Path:
+        return self.root / "rejects"
 
-    def quarantine_dir(self, sink: str) -> Path:
-        return self.root / "quarantine" / sink
+    @property
+    def quarantine_root(self) -> Path:
+        return self.root / "quarantine"
+
+    def rejects_dir(self, nid: str) -> Path:
+        """The rows node ``nid`` removed (filtered, duplicates), whichever sink wrote them."""
+        return node_folder(self.rejects_root, nid)
+
+    def quarantine_dir(self, nid: str) -> Path:
+        """The rows node ``nid`` failed on."""
+        return node_folder(self.quarantine_root, nid)
+
+    def dropped_dirs(self, nids: Iterable[str]) -> list[Path]:
+        """The rejects and quarantine folders of ``nids``: what a segment of them writes and owns."""
+        return [d for nid in nids for d in (self.rejects_dir(nid), self.quarantine_dir(nid))]
 
     def model_dir(self, nid: str) -> Path:
         return self.root / "models" / nid
@@ -88,9 +104,11 @@ class RunStore:
         tmp.write_text(json.dumps(ledger, indent=2, default=str))
         tmp.replace(self.root / "ledger.json")
 
-    def clear_outputs(self, sink: str, *dirs: Path) -> None:
-        """Before (re)running a step: drop partial files a crashed attempt may have left."""
-        for d in (self.rejects_dir(sink), self.quarantine_dir(sink), *dirs):
+    def clear_outputs(self, sink: str, *dirs: Path, nodes: Iterable[str] = ()) -> None:
+        """Before (re)running a step: drop partial files a crashed attempt may have left, and the
+        rejects/quarantine of every node of the step (``nodes``, default the sink alone), and only
+        those: another step's folders are the evidence its own resume checks."""
+        for d in (*self.dropped_dirs(list(nodes) or [sink]), *dirs):
             if d.exists():
                 shutil.rmtree(d)
         self.state_path(sink).unlink(missing_ok=True)

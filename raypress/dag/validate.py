@@ -380,7 +380,8 @@ RUN_DIR_INTERNALS = ("nodes", "state", "rejects", "quarantine", "models", "repor
                      "ledger.json", "ledger.json.tmp", "pipeline.yaml", "pipeline.yaml.tmp", ".lock")
 RUN_DIR_TOKEN = "{run_dir}"
 _INTERNAL_WHAT = {"nodes": "materialized outputs", "state": "what each step read and wrote, for resume",
-                  "rejects": "filtered rows with their op and reason", "quarantine": "failed rows with their errors",
+                  "rejects": "each node's filtered and duplicate rows, with their reasons",
+                  "quarantine": "each node's failed rows, with their errors",
                   "models": "trained models", "reports": "reports", "logs": "the run's printed lines"}
 
 

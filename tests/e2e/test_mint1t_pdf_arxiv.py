@@ -17,8 +17,8 @@ sys.path.insert(0, str(REPO / "tests"))
 import pdf_fixtures  # noqa: E402  (tests/ is not a package)
 
 def quarantined_rows(run_dir: Path) -> list[dict]:
-    """Quarantine is written per segment sink (quarantine/<sink>/), each with its own columns."""
-    return [row for sink in sorted((run_dir / "quarantine").iterdir()) for row in pq.read_table(sink).to_pylist()]
+    """Quarantine is written per node that failed on the row (quarantine/<node>/), each with its own columns."""
+    return [row for node in sorted((run_dir / "quarantine").iterdir()) for row in pq.read_table(node).to_pylist()]
 
 
 

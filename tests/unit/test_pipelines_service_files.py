@@ -73,9 +73,13 @@ def _reject_part(path: Path, rows: list[tuple[str, str, str, str, str]], row_gro
 
 def test_rejects_page_through_parts_and_row_groups_with_values_and_thresholds(tmp_path):
     low = ("f", "filtered", "num_words < min", json.dumps({"num_words": 1}))
-    _reject_part(tmp_path / "rejects" / "a" / "part-0.parquet",
-                 [(f"docs.jsonl:{i}", *(low if i % 2 else ("g", "filtered", "other", "{}"))) for i in range(10)], 3)
-    _reject_part(tmp_path / "quarantine" / "a" / "part-0.parquet",
+    other = ("f", "filtered", "other", "{}")
+    for part, ids in (("part-00000000-a", range(6)), ("part-00000001-b", range(6, 10))):  # the sink's folders
+        _reject_part(tmp_path / "rejects" / "f" / f"{part}.parquet",
+                     [(f"docs.jsonl:{i}", *(low if i % 2 else other)) for i in ids], 3)
+    _reject_part(tmp_path / "rejects" / "g" / "part-00000000-a.parquet",
+                 [("docs.jsonl:1", "g", "filtered", "num_words < min", "{}")], 3)
+    _reject_part(tmp_path / "quarantine" / "f" / "part-00000000-a.parquet",
                  [("x.jsonl:99", "f", "error", "ValueError", "boom")], 2)
     params = {"min_num": 3, "max_num": 100, "lang": "en"}
     seen, cursor = [], None
@@ -177,7 +181,7 @@ class _HeldJobs:
     def __init__(self) -> None:
         self.submitted: list[str] = []
 
-    def submit(self, resolved, run_id, env_vars, check, echo=None) -> str:
+    def submit(self, resolved, run_id, env_vars, check, echo=None, command="run") -> str:
         self.submitted.append(run_id)
         return f"job-{run_id}"
 

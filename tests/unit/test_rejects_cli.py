@@ -30,7 +30,7 @@ def run_dir(tmp_path: Path) -> Path:
         "long_enough": {"op": "words_num_filter", "rows_in": 3, "rows_out": 1, "dropped": {"num_words < min": 2},
                         "duplicates": 0, "quarantined": 0}}}
     (run / "ledger.json").write_text(json.dumps(ledger))
-    part = run / "rejects" / "out" / "part-00000000-x.parquet"
+    part = run / "rejects" / "long_enough" / "part-00000000-x.parquet"  # under the node that dropped them
     part.parent.mkdir(parents=True)
     pq.write_table(pa.table({"id": ["docs.jsonl:1", "docs.jsonl:3"], "_rp_node": ["long_enough"] * 2,
                              "_rp_kind": ["filtered"] * 2, "_rp_reason": ["num_words < min"] * 2,

@@ -259,3 +259,21 @@ def test_a_node_with_bad_parameters_blames_nothing_below_it(tmp_path):
     problems = info.value.problems
     assert {p.node for p in problems} == {"src", "wn"}, [str(p) for p in problems]
     assert not any("reads column" in p.message for p in problems)
+
+
+@pytest.mark.parametrize("node_id", ["../escape", "a/b", ".hidden", "x" * 201])
+def test_a_node_id_that_cannot_name_its_folders_is_refused_at_its_line(tmp_path, node_id):
+    p = tmp_path / "p.yaml"
+    p.write_text(textwrap.dedent(f"""\
+        nodes:
+          - id: src
+            op: read_jsonl
+            with: {{paths: [x.jsonl]}}
+          - id: "{node_id}"
+            op: words_num_filter
+            input: src
+        """))
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(str(p))
+    (problem,) = [q for q in info.value.problems if q.key == "id"]
+    assert problem.line == 5 and "names the node's folders" in problem.message

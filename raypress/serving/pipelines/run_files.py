@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raypress.dag.row_source import source_of
 from raypress.dag.run_log import log_path
 from raypress.schema import DETAIL_COL, KIND_COL, NODE_COL, REASON_COL
 
@@ -27,7 +28,6 @@ LEDGER_FILE = "ledger.json"
 REJECT_FOLDERS = ("rejects", "quarantine")
 # What an artifact may be: what a run writes for people to read (reports, figures, small outputs)
 ARTIFACT_MAX_BYTES = 64 * 1024 * 1024
-_SOURCE = re.compile(r"^(?P<file>.+?)[:#@](?P<offset>\d+)$")
 
 
 class BadCursor(ValueError):
@@ -158,14 +158,41 @@ class RejectQuery:
     limit: int
 
 
-def reject_parts(run_dir: Path) -> list[Path]:
-    """Every committed part of ``rejects/`` and ``quarantine/``, in a stable order."""
+def reject_parts(run_dir: Path, node: str | None = None) -> list[Path]:
+    """The committed parts of ``rejects/`` and ``quarantine/``, in a stable order: with ``node``,
+    only its own ``rejects/<node>/`` and ``quarantine/<node>/`` (the sink files a row under the node
+    that dropped it), unless it has neither: a run from before that kept every node's rows under
+    its segment's sink, where the rows are found by their ``_rp_node`` (``rejects_page`` skips the
+    row groups whose statistics rule the node out)."""
+    if node is not None:
+        own = [p for folder in REJECT_FOLDERS for p in _parts_in(run_dir / folder / node)]
+        if own or any((run_dir / folder / node).is_dir() for folder in REJECT_FOLDERS):
+            return own
     parts: list[Path] = []
     for folder in REJECT_FOLDERS:
         root = run_dir / folder
         if root.is_dir():
-            parts.extend(sorted(root.glob("*/*.parquet")))
+            parts.extend(sorted(p for p in root.rglob("*.parquet") if p.is_file() and not p.name.startswith(".")))
     return parts
+
+
+def _parts_in(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.parquet") if p.is_file() and not p.name.startswith("."))
+
+
+def _may_hold(pf: Any, group: int, node: str) -> bool:
+    """Whether row group ``group`` may hold rows of ``node``: False only when its ``_rp_node``
+    statistics say it cannot (a part of another node's folder: min = max = that node)."""
+    meta = pf.metadata.row_group(group)
+    column = next((meta.column(i) for i in range(meta.num_columns)
+                   if meta.column(i).path_in_schema == NODE_COL), None)
+    stats = column.statistics if column is not None else None
+    if stats is None or not stats.has_min_max:
+        return True
+    low, high, key = (v.encode() if isinstance(v, str) else v for v in (stats.min, stats.max, node))
+    return low <= key <= high
 
 
 def rejects_page(run_dir: Path, query: RejectQuery, cursor: str | None,
@@ -177,7 +204,7 @@ def rejects_page(run_dir: Path, query: RejectQuery, cursor: str | None,
     import pyarrow.parquet as pq
 
     start = decode_cursor(cursor, "p", "r")
-    parts = reject_parts(run_dir)
+    parts = reject_parts(run_dir, query.node)
     names = [p.relative_to(run_dir).as_posix() for p in parts]
     first_part, first_row = 0, 0
     if start:
@@ -192,7 +219,7 @@ def rejects_page(run_dir: Path, query: RejectQuery, cursor: str | None,
         for group in range(pf.metadata.num_row_groups):
             group_rows = pf.metadata.row_group(group).num_rows
             skip = first_row - group_start if index == first_part else 0
-            if skip >= group_rows:
+            if skip >= group_rows or not _may_hold(pf, group, query.node):
                 group_start += group_rows
                 continue
             table = pf.read_row_group(group, columns=columns)
@@ -262,19 +289,6 @@ def threshold_for(reason: str | None, params: dict[str, Any] | None) -> dict[str
     if len(candidates) != 1:
         return None
     return {"param": candidates[0], "value": params[candidates[0]], "side": side}
-
-
-def source_of(row_id: str | None) -> dict[str, Any] | None:
-    """Where a reader found the row, from its id (``path:line``, ``path#offset``, ``path@offset``,
-    or a bare path); None for ids a reader did not derive from a file."""
-    if not row_id:
-        return None
-    match = _SOURCE.match(row_id)
-    if match and ("/" in match["file"] or "." in match["file"]):
-        return {"file": match["file"], "offset": int(match["offset"])}
-    if "/" in row_id:
-        return {"file": row_id, "offset": None}
-    return None
 
 
 class NotInRun(LookupError):
