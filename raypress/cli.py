@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import List, Optional
@@ -11,12 +12,36 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+from raypress.cli_help import ReadableGroup
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=ReadableGroup, rich_markup_mode=None,
                   help="raypress: declarative pipelines of data, training, evaluation and serving ops on Ray.")
 # rich assumes 80 columns when piped; ledgers are wider (a supervised run is told its terminal's width)
 _WIDTH = None if sys.stdout.isatty() else 160
 console = Console(stderr=True, highlight=False, width=_WIDTH)
 out = Console(highlight=False, width=_WIDTH)
+
+
+SET_METAVAR = "NODE.PARAM=VALUE"
+SET_HELP = "override a node's parameter (VALUE is YAML); repeatable"
+INGRESS_METAVAR = "auto|haproxy|proxy"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"raypress {version('raypress')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            print("raypress (not installed)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                        help="print raypress's version and exit")) -> None:
+    """raypress: declarative pipelines of data, training, evaluation and serving ops on Ray."""
 
 
 def _load_or_exit(file: str, overrides: list[str]):
@@ -51,16 +76,16 @@ def _or_exit(file: str, load):
 
 
 @app.command()
-def validate(file: str = typer.Argument(..., help="pipeline YAML"),
-             set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)")):
+def validate(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML"),
+             set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP)):
     """Check a pipeline without running it; print every problem with file:line."""
     vp = _load_or_exit(file, set_)
     out.print(f"{file}: ok ({len(vp.nodes)} nodes)")
 
 
 @app.command()
-def plan(file: str = typer.Argument(..., help="pipeline YAML"),
-         set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override")):
+def plan(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML"),
+         set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP)):
     """Print the DAG in execution order, with materialization points and resources."""
     from raypress.dag.plan import describe, make_plan
 
@@ -90,25 +115,17 @@ def plain_table(rows: list[list[str]], header: tuple[str, ...]) -> list[str]:
 
 
 def _event_printer(event: dict) -> None:
-    kind = event.get("event")
-    node = event.get("node")
-    if kind == "node_started":
-        console.print(f"[cyan]▶[/] {node} ({event.get('op')})")
-    elif kind == "node_finished":
-        if "rows_out" in event:
-            console.print(f"[green]✓[/] {node}: {event['rows_in']} in → {event['rows_out']} out "
-                          f"({event['seconds']:.1f}s)")
-        else:
-            console.print(f"[green]✓[/] {node}: {event.get('artifact')} ({event.get('seconds', 0):.1f}s)")
-    elif kind == "warning":
-        console.print(f"[bold yellow]⚠ {escape(str(node))}: {escape(str(event.get('message')))}[/]")
-    elif kind == "node_skipped":
-        console.print(f"[yellow]↷[/] {node}: skipped ({event.get('reason')})")
-    elif kind == "node_rerun":
-        console.print(f"[yellow]↻[/] {node}: running again: {escape(str(event.get('reason')))}")
-    elif kind and kind.endswith("_progress"):
-        fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "node", "ts"))
-        console.print(f"  {node}: {fields}", markup=False)
+    """A run's events as plain lines (``progress_view.PlainLines``): what ``analyze`` shows."""
+    global _PLAIN
+    from raypress.dag.progress_view import PlainLines
+
+    if _PLAIN is None:
+        _PLAIN = PlainLines()
+    for text in _PLAIN.lines(event):
+        console.print(text, soft_wrap=True)
+
+
+_PLAIN = None
 
 
 def print_ledger(ledger: dict) -> None:
@@ -137,35 +154,53 @@ RAY_HOST_HELP = ("interface the embedded Ray listens on (default: RAYPRESS_RAY_H
 
 
 @app.command()
-def run(file: str = typer.Argument(..., help="pipeline YAML (or a run directory's resolved pipeline.yaml)"),
-        run_dir: Optional[str] = typer.Option(None, "--run-dir", help="default runs/<name>/<timestamp>"),
-        set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)"),
-        address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded Ray, "
-                                              "or RAY_ADDRESS)"),
-        ray_host: Optional[str] = typer.Option(None, "--ray-host", help=RAY_HOST_HELP),
+def run(file: str = typer.Argument(..., metavar="FILE",
+                                   help="pipeline YAML (or a run directory's resolved pipeline.yaml)"),
+        run_dir: Optional[str] = typer.Option(None, "--run-dir", metavar="DIR",
+                                              help="default runs/<name>/<timestamp>"),
+        set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP),
+        address: Optional[str] = typer.Option(None, "--address", metavar="HOST:PORT",
+                                              help="Ray cluster address (default: embedded Ray, or RAY_ADDRESS)"),
+        ray_host: Optional[str] = typer.Option(None, "--ray-host", metavar="HOST", help=RAY_HOST_HELP),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="show Ray's own log lines here too (they "
+                                     "always go to RUN_DIR/logs/ray.log)"),
         in_process: bool = typer.Option(False, "--in-process", hidden=True,
                                         help="run here, not in a supervised child (what the supervisor starts)"),
+        event_lines: bool = typer.Option(False, "--event-lines", hidden=True,
+                                         help="send events to stderr as lines for the supervisor to draw"),
         columns: Optional[int] = typer.Option(None, "--columns", hidden=True, help="the terminal's width")):
     """Run a pipeline on Ray (embedded by default) and print the ledger.
 
     The pipeline is resolved once (overrides, references, {run_dir}, absolute paths, model files) and
     written as RUN_DIR/pipeline.yaml; the run, a resume and `raypress run RUN_DIR/pipeline.yaml` run
-    that file."""
+    that file.  While it runs, each running node has a line (rows in and out, rows/s, dropped, ETA when
+    known); Ray's own log lines go to RUN_DIR/logs/ray.log (--verbose shows them too)."""
     from raypress.dag.run_lock import RunDirLocked, held_by_parent
 
+    if in_process and event_lines:  # a supervised run: a signal before the runner's handlers ends it quietly
+        from raypress.dag.cancel import exit_on_signals
+
+        exit_on_signals()
     if columns:
         console.width = out.width = columns
     resolved = _resolve_or_exit(file, set_, run_dir, address)
     try:
         if in_process:
-            _run_in_process(resolved, address, ray_host, take_lock=not held_by_parent(resolved.run_dir))
+            _run_in_process(resolved, address, ray_host, take_lock=not held_by_parent(resolved.run_dir),
+                            verbose=verbose, event_lines=event_lines)
             return
+        from raypress.dag.progress_view import ProgressView
         from raypress.dag.supervisor import run_supervised
 
-        # the run in a child, which runs the resolved file; this process holds the lock and settles the ledger
+        # the run in a child, which runs the resolved file; this process holds the lock, draws the
+        # child's progress and settles the ledger
         argv = ["run", str(resolved.file), *(["--address", address] if address else []),
-                *(["--ray-host", ray_host] if ray_host else [])]
-        code = run_supervised(argv, resolved, echo=lambda line: console.print(line, markup=False))
+                *(["--ray-host", ray_host] if ray_host else []), *(["--verbose"] if verbose else [])]
+        view = ProgressView(console)
+        try:
+            code = run_supervised(argv, resolved, view, verbose=verbose)
+        finally:
+            view.close()
     except RunDirLocked as exc:
         console.print(f"error: {exc}", markup=False)
         raise typer.Exit(2)
@@ -173,19 +208,31 @@ def run(file: str = typer.Argument(..., help="pipeline YAML (or a run directory'
 
 
 def _run_in_process(resolved, address: Optional[str], ray_host: Optional[str] = None, take_lock: bool = True,
-                    ) -> Optional[dict]:
+                    verbose: bool = False, event_lines: bool = False) -> Optional[dict]:
+    """Run here.  ``event_lines``: a supervisor draws the events (they go to stderr as lines);
+    ``verbose``: Ray's Python loggers keep printing here (else they write RUN_DIR/logs/ray.log)."""
     import signal
 
     from raypress.dag.cancel import RunCancelled, end_now
-    from raypress.dag.run_lock import RunDirLocked
     from raypress.dag.error_budget import describe_error
+    from raypress.dag.event_lines import EventLines
+    from raypress.dag.progress_view import ProgressView
+    from raypress.dag.ray_logs import ray_log_path, send_ray_logs_to
+    from raypress.dag.run_lock import RunDirLocked
     from raypress.dag.runner import RunFailed, Runner
 
     vp = resolved.vp
+    if not verbose:
+        send_ray_logs_to(ray_log_path(resolved.run_dir))
     console.print(f"[bold]{vp.spec.name}[/]: {len(vp.nodes)} nodes → {resolved.run_dir}")
-    runner = Runner(resolved, address=address, ray_host=ray_host, on_event=_event_printer)
+    view = None if event_lines else ProgressView(console)
+    runner = Runner(resolved, address=address, ray_host=ray_host, on_event=EventLines() if event_lines else view)
     try:
-        ledger = runner.run(take_lock=take_lock).to_json()
+        try:
+            ledger = runner.run(take_lock=take_lock).to_json()
+        finally:
+            if view is not None:
+                view.close()
     except RunDirLocked:
         raise
     except RunCancelled as exc:  # one line; the ledger says `status: cancelled`
@@ -210,14 +257,21 @@ def _run_in_process(resolved, address: Optional[str], ray_host: Optional[str] = 
 
 @app.command()
 def analyze(file: str = typer.Argument(..., help="pipeline YAML"),
-            run_dir: Optional[str] = typer.Option(None, "--run-dir", help="default runs/<name>-analyze/<timestamp>"),
-            set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override (VALUE is YAML)"),
-            address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address")):
-    """Run with every filter in stats mode (nothing dropped) and print each stat's distribution."""
-    from raypress.dag.analyze import read_output, summarize
+            run_dir: Optional[str] = typer.Option(None, "--run-dir", metavar="DIR",
+                                                  help="default runs/<name>-analyze/<timestamp>"),
+            report: Optional[str] = typer.Option(None, "--report", metavar="DIR",
+                                                 help="where analysis.json and report.html go (default "
+                                                      "RUN_DIR/reports/analysis)"),
+            set_: List[str] = typer.Option([], "--set", metavar="NODE.PARAM=VALUE",
+                                           help="override (VALUE is YAML)"),
+            address: Optional[str] = typer.Option(None, "--address", metavar="HOST:PORT",
+                                                  help="Ray cluster address")):
+    """Run with every filter in stats mode (nothing dropped), then compute each stat's distribution,
+    what each threshold keeps, filter overlaps, the funnel and per-source slices inside Ray; write
+    analysis.json and a self-contained report.html."""
+    from raypress.dag.analyze.report import analyze_and_report
     from raypress.dag.run_lock import RunDirLocked
     from raypress.dag.runner import Runner
-    from raypress.operators.base import OpKind
 
     resolved = _resolve_or_exit(file, set_, run_dir, address, stats_mode=True, run_dir_suffix="-analyze")
     vp = resolved.vp
@@ -225,33 +279,56 @@ def analyze(file: str = typer.Argument(..., help="pipeline YAML"),
     console.print(f"[bold]{vp.spec.name}[/]: analyzing {len(filters)} filters → {resolved.run_dir}")
     runner = Runner(resolved, address=address, on_event=_event_printer)
     try:
-        runner.run()
+        ledger = runner.run().to_json()
     except RunDirLocked as exc:
         console.print(f"error: {exc}", markup=False)
         raise typer.Exit(2)
-    for nid, node in vp.nodes.items():
-        if node.kind != OpKind.WRITER:
-            continue
-        dest = getattr(node.params, "path", None)
-        table = read_output(dest) if dest else None
-        rows = summarize(table) if table is not None else []
-        t = Table(title=f"stats at '{nid}' ({table.num_rows if table is not None else 0} rows)")
-        for col in ("stat", "count", "mean", "q0", "q10", "q25", "q50", "q75", "q90", "q100"):
-            t.add_column(col, justify="left" if col == "stat" else "right")
-        for r in rows:
-            t.add_row(r["stat"], str(r["count"]), *(f"{r[k]:.4g}" for k in
-                      ("mean", "q0", "q10", "q25", "q50", "q75", "q90", "q100")))
+    folder = analyze_and_report(vp, runner.store.root, ledger, report)
+    analysis = json.loads((folder / "analysis.json").read_text())
+    _print_analysis(analysis)
+    out.print(f"analysis pass: {analysis['seconds']:.1f} s; driver peak memory "
+              f"{analysis['driver_peak_rss_bytes'] / 2 ** 20:,.0f} MiB", markup=False)
+    out.print(f"report: {folder / 'report.html'}", markup=False, soft_wrap=True)
+    out.print(f"analysis: {folder / 'analysis.json'}", markup=False, soft_wrap=True)
+
+
+def _print_analysis(analysis: dict) -> None:
+    """Per output: each stat's quantiles and what its thresholds keep; each filter's drops."""
+    for output in analysis["outputs"]:
+        t = Table(title=f"stats at '{output['writer']}' ({output['rows']:,} rows)")
+        for col in ("stat", "node", "count", "mean", "p1", "p5", "p50", "p95", "p99", "threshold", "keeps"):
+            t.add_column(col, justify="left" if col in ("stat", "node", "threshold") else "right")
+        for s in output["stats"]:
+            q = s["quantiles"]
+            cuts = "; ".join(f"{th['param']}={th['value']:g}" for th in s["thresholds"]) or "-"
+            keeps = "; ".join(f"{th['keep_pct']:.1f}%" for th in s["thresholds"]) or "-"
+            t.add_row(s["stat"], s["node"] or "-", f"{s['count']:,}",
+                      *(_fmt(v) for v in (s["mean"], q["p1"], q["p5"], q["p50"], q["p95"], q["p99"])), cuts, keeps)
         out.print(t)
+        f = Table(title="filters at their thresholds")
+        for col in ("node", "op", "drops", "drop %", "only this filter"):
+            f.add_column(col, justify="left" if col in ("node", "op") else "right")
+        for e in output["filters"]:
+            f.add_row(e["node"], e["op"], f"{e['drops']:,}", f"{e['drop_pct']:.1f}", f"{e['unique_drops']:,}")
+        out.print(f)
+    for d in analysis.get("dedup", []):
+        out.print(f"{d['node']}: {d['duplicates']:,} duplicates in {d['clusters']:,} clusters", markup=False)
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 @app.command()
-def submit(file: str = typer.Argument(..., help="pipeline YAML"),
-           address: str = typer.Option(..., "--address", help="Ray dashboard address, e.g. http://HOST:8265"),
-           run_dir: Optional[str] = typer.Option(None, "--run-dir", help="run directory, relative to here as for "
+def submit(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML"),
+           address: str = typer.Option(..., "--address", metavar="URL",
+                                       help="Ray dashboard address, e.g. http://HOST:8265"),
+           run_dir: Optional[str] = typer.Option(None, "--run-dir", metavar="DIR", help="run directory, relative to here as for "
                                                  "`run` (default runs/<name>/<timestamp>); on a multi-node "
                                                  "cluster, on storage every node mounts at the same path"),
-           set_: List[str] = typer.Option([], "--set", help="NODE.PARAM=VALUE override"),
-           pip: List[str] = typer.Option([], "--pip", help="extra pip requirement for the cluster's runtime env"),
+           set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP),
+           pip: List[str] = typer.Option([], "--pip", metavar="REQUIREMENT",
+                                         help="extra pip requirement for the cluster's runtime env"),
            no_follow: bool = typer.Option(False, "--no-follow", help="submit and return without streaming logs"),
            no_check: bool = typer.Option(False, "--no-check", help="skip the check of the cluster's Python and "
                                          "paths (a probe job run first, a few seconds)")):
@@ -280,12 +357,15 @@ def submit(file: str = typer.Argument(..., help="pipeline YAML"),
 def rejects(run_dir: str = typer.Argument(..., help="a run directory (runs/<name>/<run id>)"),
             node: Optional[str] = typer.Argument(None, help="the node whose rows to show (default: a summary "
                                                              "of every node's drops)"),
-            reason: Optional[str] = typer.Option(None, "--reason", help="only rows dropped for this reason"),
-            kind: Optional[str] = typer.Option(None, "--kind", help="filtered | duplicate | error (quarantined)"),
+            reason: Optional[str] = typer.Option(None, "--reason", metavar="REASON",
+                                                 help="only rows dropped for this reason (as the summary names it)"),
+            kind: Optional[str] = typer.Option(None, "--kind", metavar="filtered|duplicate|error",
+                                               help="only rows of this kind (error: quarantined)"),
             limit: int = typer.Option(20, "--limit", min=1, help="rows to show"),
             as_json: bool = typer.Option(False, "--json", help="one JSON object per row (reloads with json.loads)")):
-    """Show the rows a run dropped: each with its reason, its stat value against the threshold and
-    its source; without NODE, how many each node dropped and why (from the ledger)."""
+    """Show the rows a run dropped (kept under rejects/NODE/ and quarantine/NODE/): each with its
+    reason, its stat value against the threshold and its source; without NODE, how many each node
+    dropped and why (from the ledger)."""
     import json
     from pathlib import Path
 
@@ -303,14 +383,15 @@ def rejects(run_dir: str = typer.Argument(..., help="a run directory (runs/<name
     if node is None:
         ledger = read_json(folder / LEDGER_FILE) or {}
         table = Table(title=f"dropped rows of {folder} (raypress rejects {run_dir} NODE shows them)")
-        for col in ("node", "op", "reason", "rows"):
+        for col in ("node", "op", "reason", "rows", "folder"):
             table.add_column(col, justify="right" if col == "rows" else "left")
         for nid, entry in (ledger.get("nodes") or {}).items():
             for why, count in sorted((entry.get("dropped") or {}).items()):
-                table.add_row(nid, entry.get("op", ""), escape(why), str(count))
-            for label, key in (("duplicate", "duplicates"), ("quarantined (error)", "quarantined")):
+                table.add_row(nid, entry.get("op", ""), escape(why), str(count), escape(f"rejects/{nid}/"))
+            for label, key, where in (("duplicate", "duplicates", "rejects"),
+                                      ("quarantined (error)", "quarantined", "quarantine")):
                 if entry.get(key):
-                    table.add_row(nid, entry.get("op", ""), label, str(entry[key]))
+                    table.add_row(nid, entry.get("op", ""), label, str(entry[key]), escape(f"{where}/{nid}/"))
         out.print(table)
         return
     params = node_params(folder, node)
@@ -319,6 +400,10 @@ def rejects(run_dir: str = typer.Argument(..., help="a run directory (runs/<name
         console.print(f"error: the run has no node {node!r}{did_you_mean_op(node, known)}", markup=False)
         raise typer.Exit(2)
     page = rejects_page(folder, RejectQuery(node, reason, kind, limit), None, params)
+    if not page["rows"]:  # one line saying why, not an empty table
+        entry = ((read_json(folder / LEDGER_FILE) or {}).get("nodes") or {}).get(node)
+        console.print(_no_rejects_text(node, reason, kind, entry), markup=False)
+        return
     if as_json:
         for row in page["rows"]:
             out.print(json.dumps(row, ensure_ascii=False), markup=False, highlight=False, soft_wrap=True)
@@ -332,6 +417,27 @@ def rejects(run_dir: str = typer.Argument(..., help="a run directory (runs/<name
     out.print(table)
     if page["next_cursor"]:
         out.print(f"(more: --limit {limit * 2})", markup=False)
+
+
+def _no_rejects_text(node: str, reason: Optional[str], kind: Optional[str], entry: Optional[dict]) -> str:
+    """Why ``raypress rejects RUN_DIR NODE`` found no rows: the node dropped nothing, or nothing for
+    that reason (a close one suggested) or kind, or its files are gone while the ledger counts them."""
+    from raypress.suggest import did_you_mean
+
+    if entry is None:
+        return f"node {node!r} has no ledger entry yet (not run, or the run stopped before it): no rows to show"
+    reasons = sorted(entry.get("dropped") or {})
+    total = sum((entry.get("dropped") or {}).values()) + int(entry.get("duplicates") or 0) + \
+        int(entry.get("quarantined") or 0)
+    if not total:
+        return f"node {node!r} dropped no rows"
+    if reason is not None:
+        known = f"; its reasons: {', '.join(repr(r) for r in reasons)}" if reasons else ""
+        return f"node {node!r} dropped no rows for reason {reason!r}{did_you_mean(reason, reasons)}{known}"
+    if kind is not None:
+        return f"node {node!r} dropped no rows of kind {kind!r}"
+    return (f"node {node!r} dropped {total} rows, but none are in rejects/{node}/ or quarantine/{node}/ "
+            "(were the files removed?)")
 
 
 def _value_text(row: dict) -> str:
@@ -353,7 +459,7 @@ def _source_text(source: Optional[dict]) -> str:
 
 
 @app.command()
-def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameters")):
+def ops(name: Optional[str] = typer.Argument(None, metavar="OP", help="show one op's parameters")):
     """List every operator (kind, one-line doc), or one operator's parameters."""
     from raypress.operators.registry import OpUnavailable, get_op, known_names, missing_requirements, missing_text
     from raypress.suggest import did_you_mean_op
@@ -403,24 +509,28 @@ def ops(name: Optional[str] = typer.Argument(None, help="show one op's parameter
 
 
 @app.command()
-def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config file (what `serve deploy` takes)"),
-          model: Optional[str] = typer.Option(None, "--model", help="a Model directory (ours or an HF Mixtral / "
+def serve(config: Optional[str] = typer.Argument(None, metavar="CONFIG",
+                                                 help="a Ray Serve config file (what `serve deploy` takes)"),
+          model: Optional[str] = typer.Option(None, "--model", metavar="DIR", help="a Model directory (ours or an HF Mixtral / "
                                               "Qwen2-MoE checkpoint) to serve with the OpenAI-compatible API"),
-          host: str = typer.Option("127.0.0.1", "--host", help="interface to bind (0.0.0.0: every interface)"),
-          port: int = typer.Option(8000, "--port"),
-          model_name: Optional[str] = typer.Option(None, "--model-name", help="id clients send (default: dir name)"),
-          api_key_env: Optional[str] = typer.Option(None, "--api-key-env",
+          host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
+                                   help="interface to bind (0.0.0.0: every interface)"),
+          port: int = typer.Option(8000, "--port", metavar="PORT", help="port to bind"),
+          model_name: Optional[str] = typer.Option(None, "--model-name", metavar="NAME",
+                                                   help="id clients send (default: dir name)"),
+          api_key_env: Optional[str] = typer.Option(None, "--api-key-env", metavar="VAR",
                                                     help="environment variable with a bearer token to require"),
           max_batch_size: int = typer.Option(16, "--max-batch-size", help="sequences decoding at once"),
-          max_len: Optional[int] = typer.Option(None, "--max-len", help="context per sequence"),
+          max_len: Optional[int] = typer.Option(None, "--max-len", metavar="TOKENS", help="context per sequence"),
           max_queue: int = typer.Option(64, "--max-queue", help="waiting requests before answering 503"),
-          num_cpus: float = typer.Option(1.0, "--num-cpus", help="CPUs for the replica"),
-          num_gpus: float = typer.Option(0.0, "--num-gpus", help="GPUs for the replica"),
-          max_request_bytes: Optional[int] = typer.Option(None, "--max-request-bytes", min=1,
+          num_cpus: float = typer.Option(1.0, "--num-cpus", metavar="N", help="CPUs for the replica"),
+          num_gpus: float = typer.Option(0.0, "--num-gpus", metavar="N", help="GPUs for the replica"),
+          max_request_bytes: Optional[int] = typer.Option(None, "--max-request-bytes", min=1, metavar="BYTES",
                                                           help="larger request bodies get 413 (default: 4 MiB)"),
-          address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: embedded)"),
-          ray_host: Optional[str] = typer.Option(None, "--ray-host", help=RAY_HOST_HELP),
-          ingress: str = typer.Option("auto", "--ingress", help="haproxy: Serve's HAProxy ingress (needs haproxy "
+          address: Optional[str] = typer.Option(None, "--address", metavar="HOST:PORT",
+                                                help="Ray cluster address (default: embedded)"),
+          ray_host: Optional[str] = typer.Option(None, "--ray-host", metavar="HOST", help=RAY_HOST_HELP),
+          ingress: str = typer.Option("auto", "--ingress", metavar=INGRESS_METAVAR, help="haproxy: Serve's HAProxy ingress (needs haproxy "
                                       "installed; requests go straight to the replica: ~0.8x the engine in "
                                       "process instead of ~0.5x on short requests here; kept on loopback like "
                                       "the rest); proxy: Serve's Python HTTP proxy; auto: haproxy where it is "
@@ -496,24 +606,27 @@ def serve(config: Optional[str] = typer.Argument(None, help="a Ray Serve config 
 
 
 @app.command()
-def server(runs_root: str = typer.Option("runs", "--runs-root", help="where runs go (runs_root/<name>/<run id>); "
+def server(runs_root: str = typer.Option("runs", "--runs-root", metavar="DIR", help="where runs go (runs_root/<name>/<run id>); "
                                          "writers may only write under it"),
-           host: str = typer.Option("127.0.0.1", "--host", help="interface to bind; any but loopback needs a token"),
-           port: int = typer.Option(8080, "--port"),
-           token_env: Optional[str] = typer.Option(None, "--token-env", help="environment variable holding the "
+           host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
+                                    help="interface to bind; any but loopback needs a token"),
+           port: int = typer.Option(8080, "--port", metavar="PORT", help="port to bind"),
+           token_env: Optional[str] = typer.Option(None, "--token-env", metavar="VAR", help="environment variable holding the "
                                                    "bearer token (e.g. RAYPRESS_SERVER_TOKEN)"),
-           token_file: Optional[str] = typer.Option(None, "--token-file", help="file holding the bearer token"),
+           token_file: Optional[str] = typer.Option(None, "--token-file", metavar="PATH",
+                                                    help="file holding the bearer token"),
            max_active_runs: int = typer.Option(16, "--max-active-runs", min=1,
                                                help="queued + running runs before submits get 503"),
-           cancel_grace_s: int = typer.Option(30, "--cancel-grace", min=1,
+           cancel_grace_s: int = typer.Option(30, "--cancel-grace", min=1, metavar="SECONDS",
                                               help="seconds a cancelled run has to stop cleanly before it is killed"),
            check_cluster: bool = typer.Option(False, "--check-cluster", help="probe the cluster's Python and "
                                               "paths before each run (as `raypress submit` does)"),
-           address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to attach to, HOST:6379 or "
+           address: Optional[str] = typer.Option(None, "--address", metavar="HOST:PORT",
+                                                 help="Ray cluster to attach to, HOST:6379 or "
                                                  "auto (default: an embedded Ray with its Jobs API, or RAY_ADDRESS); "
                                                  "its Jobs API is found from it"),
-           ray_host: Optional[str] = typer.Option(None, "--ray-host", help=RAY_HOST_HELP),
-           ingress: str = typer.Option("auto", "--ingress", help="haproxy: Serve's HAProxy ingress (needs haproxy "
+           ray_host: Optional[str] = typer.Option(None, "--ray-host", metavar="HOST", help=RAY_HOST_HELP),
+           ingress: str = typer.Option("auto", "--ingress", metavar=INGRESS_METAVAR, help="haproxy: Serve's HAProxy ingress (needs haproxy "
                                        "installed; under 50 polling clients it took the server's CPU per run from "
                                        "~7.6 to ~1.8 s here); proxy: Serve's Python HTTP proxy; auto: haproxy where "
                                        "it is installed (an embedded Ray only: a cluster's nodes decide)")):

@@ -4,7 +4,11 @@ Why: SIGTERM reached Ray's C++ failure handler, which printed a stack dump (~30 
 supervisor) before Ray's Python handler turned it into ``SystemExit: 15``, recorded as a failure;
 SIGINT was recorded as ``KeyboardInterrupt:`` with nothing after the colon.  Python's own handlers,
 set again once Ray is up, replace Ray's at the C level (so no dump) and raise :class:`RunCancelled`
-where the run is, which unwinds it like any error, cleanups included."""
+where the run is, which unwinds it like any error, cleanups included.  While Ray starts, its own
+SIGTERM handlers are kept out (``ray_compat.ray_init_keeps_signal_handlers``: one would end the run
+as ``SystemExit: 15``), and before the runner sets its handlers a supervised run ends quietly
+(:func:`exit_on_signals`); its supervisor records the cancellation then, and sends a signal again
+that the run has not acknowledged."""
 
 from __future__ import annotations
 
@@ -61,6 +65,16 @@ def cancel_on_signals(fresh: bool = False) -> None:
         _before.update({sig: signal.getsignal(sig) for sig in CANCEL_SIGNALS})
     for sig in CANCEL_SIGNALS:
         signal.signal(sig, _raise)
+
+
+def exit_on_signals() -> None:
+    """Until the runner sets its own handlers: a cancel signal ends this process at once, silently,
+    with the shell's code for it (``128 + signum``).  For a supervised run's first second (imports,
+    reading the pipeline), where Python's default would print a ``KeyboardInterrupt`` traceback; its
+    supervisor records the cancellation and says so in one line."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in CANCEL_SIGNALS:
+            signal.signal(sig, lambda signum, _frame: os._exit(128 + signum))
 
 
 def hold_signals() -> None:

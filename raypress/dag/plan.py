@@ -92,13 +92,17 @@ def _chain_to(sink: str, nodes: dict[str, VNode], materialize: dict[str, str]) -
 
 
 def describe(plan: Plan) -> list[dict]:
-    """Rows for `raypress plan`: node, op, kind, inputs, resources, materialized (why)."""
-    rows = []
-    seg_of = {}
+    """Rows for `raypress plan`, in execution order: by step, and within a step as its nodes run
+    (a segment head first); nodes in no step last.  Each row: step, node, op, kind, inputs,
+    resources, materialized (why)."""
+    step_of: dict[str, int | str] = {}  # insertion order is the row order
     for i, step in enumerate(plan.steps):
         for nid in (step.nodes if isinstance(step, Segment) else [step]):
-            seg_of.setdefault(nid, i + 1)
+            step_of.setdefault(nid, i + 1)
     for nid in plan.pipeline.order:
+        step_of.setdefault(nid, "-")
+    rows = []
+    for nid, step in step_of.items():
         node = plan.node(nid)
         res = node.op_cls.resources
         rows.append({
@@ -106,7 +110,7 @@ def describe(plan: Plan) -> list[dict]:
             "op": node.op_cls.name,
             "kind": node.kind.value,
             "inputs": ", ".join(f"{k}={'+'.join(v)}" if k != "data" else "+".join(v) for k, v in node.slots.items()),
-            "step": seg_of.get(nid, "-"),
+            "step": step,
             "resources": f"cpu={res.num_cpus:g}" + (f" gpu={res.num_gpus:g}" if res.num_gpus else "")
                          + (" actors" if node.op_cls.stateful else ""),
             "materialized": plan.materialize.get(nid, "writes files" if node.kind == OpKind.WRITER else ""),

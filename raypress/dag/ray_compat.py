@@ -2,8 +2,10 @@
 
 Why one room: a Ray upgrade that moves or changes one of these would otherwise change timings,
 order or security silently, somewhere in the code.  Each function here names what it depends on,
-and ``tests/unit/test_ray_compat.py`` / ``tests/integration/test_ray_compat_on_ray.py`` have one test per
-assumption that fails by its name when an upgrade breaks it.  Nothing outside this module imports
+and ``tests/unit/test_ray_compat.py`` / ``tests/integration/test_ray_compat_on_ray.py`` (for 16 and 17,
+``tests/unit/test_ray_compat_terminal.py``; 6's ``iter_batches`` order, in
+``tests/integration/test_quiet_terminal.py``) have one test per assumption that fails by its name when
+an upgrade breaks it.  Nothing outside this module imports
 ``ray._private``, ``ray.serve._private`` or ``ray.data._internal``.
 
 The assumptions (Ray 2.60):
@@ -36,8 +38,10 @@ The assumptions (Ray 2.60):
    ``ray._private.grpc_utils.init_grpc_channel`` (which adds this process's token, if any) with gRPC
    status UNAUTHENTICATED when token auth is on and the token is missing or wrong; ``ray.init``
    instead retried for ~20 s, printing a C++ warning a second, and raised a bare ``ConnectionError``.
-6. ``keep_rows_in_order``: with ``preserve_order``, ``take_all`` returns a segment's per-block tallies in
-   block order however the blocks finish (``sink.number_parts`` numbers the parts by it).
+6. ``keep_rows_in_order``: with ``preserve_order``, ``iter_batches(batch_size=None)`` yields a segment's
+   per-block tallies in block order however the blocks finish, each block as soon as it and those
+   before it are done (``take_all`` is ``iter_rows`` over the same iterator); ``sink.number_parts``
+   numbers the parts by that order and ``segment_progress`` counts them as they come.
 11. ``dead_ray_processes``: ``ray._private.worker._global_node`` is the node this driver started (none of
    its own when it joined a cluster), and its ``dead_processes()`` lists those of its processes that
    have exited and were not ended by Ray itself, as (process type, ``subprocess.Popen``) pairs; its
@@ -61,6 +65,20 @@ The assumptions (Ray 2.60):
    internal KV under ``ray_constants.DASHBOARD_ADDRESS`` in the dashboard namespace, readable from any
    process connected to the cluster (a Serve replica included): what Ray's own Jobs client reads for
    ``address="auto"``.
+16. ``move_ray_log_handlers``: Ray's Python logs reach the terminal through stream handlers on loggers
+   named ``ray`` or ``ray.*`` with ``propagate`` off: ``ray`` (a ``PlainRayHandler`` to stderr, added at
+   ``import ray`` by ``ray._private.log.generate_logging_config``; ``ray.init(configure_logging=True)``
+   only sets its handlers' format and the logger's level), ``ray.data`` (a "console" handler next to a
+   session-file handler, from ``ray.data._internal.logging.configure_logging`` at ``import ray.data``)
+   and ``ray.serve``; every other Ray logger propagates to one of them.  The token-auth warning a new
+   local cluster prints ("Token authentication is enabled for this Ray cluster") is logged inside
+   ``ray.init`` by ``ray._private.authentication.authentication_token_setup``, which propagates to
+   ``ray``.  Swapping those stream handlers for one on a file moves all of it there.
+17. ``ray_init_keeps_signal_handlers``: ``ray.init`` and the node it starts install their SIGTERM
+   handlers through the module attribute ``ray._private.utils.set_sigterm_handler`` (one raises
+   ``SystemExit(15)``, the node's kills its processes and raises ``SystemExit(1)``); with that attribute
+   a no-op during ``ray.init`` the caller's handlers stay, so a signal during Ray's start-up cancels
+   the run (``cancel``) instead of failing it as ``SystemExit: 15`` with no message.
 """
 
 from __future__ import annotations
@@ -145,7 +163,8 @@ def serve_start(**options: Any) -> Any:
 
 
 def keep_rows_in_order() -> None:
-    """Blocks of a segment run in parallel, but their results come back in input order (assumption 6)."""
+    """Blocks of a segment run in parallel, but their results come back in input order, each as soon
+    as it and those before it are done (assumption 6)."""
     import ray.data
 
     ray.data.DataContext.get_current().execution_options.preserve_order = True
@@ -258,3 +277,40 @@ def dashboard_address() -> str | None:
     value = internal_kv._internal_kv_get(ray_constants.DASHBOARD_ADDRESS,
                                          namespace=ray_constants.KV_NAMESPACE_DASHBOARD)
     return f"http://{value.decode()}" if value else None
+
+
+def move_ray_log_handlers(handler: Any) -> int:
+    """Replace every stream handler (stderr/stdout) of Ray's own loggers with ``handler`` (assumption
+    16); the number replaced.  Loggers Ray configures later (``ray.serve`` imported later) keep theirs
+    until this is called again; ``handler`` itself is never added twice to one logger."""
+    import importlib
+    import logging
+
+    importlib.import_module("ray")  # its import adds the "ray" logger's handler
+    manager = logging.Logger.manager
+    loggers = [logging.getLogger("ray")] + [lg for name, lg in list(manager.loggerDict.items())
+                                            if name.startswith("ray.") and isinstance(lg, logging.Logger)]
+    moved = 0
+    for lg in loggers:
+        streams = [h for h in lg.handlers if isinstance(h, logging.StreamHandler)
+                   and not isinstance(h, logging.FileHandler) and h is not handler]
+        for old in streams:
+            lg.removeHandler(old)
+            moved += 1
+        if streams and handler not in lg.handlers:
+            lg.addHandler(handler)
+    return moved
+
+
+@contextlib.contextmanager
+def ray_init_keeps_signal_handlers() -> Iterator[None]:
+    """Inside this block ``ray.init`` installs no SIGTERM handler of its own (assumption 17): the
+    caller's (``cancel.cancel_on_signals``) stay in force while Ray starts."""
+    from ray._private import utils
+
+    saved = utils.set_sigterm_handler
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = saved

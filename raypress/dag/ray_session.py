@@ -15,6 +15,8 @@ import logging
 import os
 from typing import Any
 
+from raypress.dag import ray_logs
+from raypress.dag.cancel import received as cancel_received
 from raypress.dag.haproxy_loopback import keep_on_loopback, short_drain_when_embedded
 from raypress.dag.ray_compat import (
     free_dashboard_agent_port,
@@ -130,6 +132,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: st
     # 2 s at each state change (start, finish); 0.5 s took 4-5 s off a run here.
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
     address = address or os.environ.get("RAY_ADDRESS") or None
+    ray_logs.reroute()  # a run whose terminal is not Ray's: its warnings while it starts go to the file too
     kwargs: dict = dict(
         logging_level=logging.WARNING,
         log_to_driver=True,
@@ -156,11 +159,14 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, host: st
                 break
             except Exception:  # noqa: BLE001 - "node timed out during startup" and kin
                 ray.shutdown()
-                if attempt == 2:
-                    raise
+                if attempt == 2 or cancel_received() is not None:  # a cancel raised inside Ray's C code
+                    raise  # surfaces as a SystemError: not a start-up failure to retry
         _warm_workers()
     import ray.data
 
+    ray_logs.reroute()  # Ray Data's logger, configured when ray.data is first imported
     ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = os.environ.get("RAYPRESS_PROGRESS", "1") == "1"
+    # raypress draws its own progress; Ray Data's bars are log lines when not on a terminal, and they
+    # would go to the run's ray.log with the rest
+    ctx.enable_progress_bars = os.environ.get("RAYPRESS_PROGRESS", "1") == "1" and ray_logs.routed() is None
     ctx.print_on_execution_start = False

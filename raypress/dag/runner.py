@@ -160,7 +160,12 @@ class Runner:
             return
         from raypress.dag.cpu_meter import new_meter
         from raypress.dag.op_timing import new_timer
-        from raypress.dag.ray_compat import keep_rows_in_order, notice_finished_tasks_sooner, start_every_core_at_once
+        from raypress.dag.ray_compat import (
+            keep_rows_in_order,
+            notice_finished_tasks_sooner,
+            ray_init_keeps_signal_handlers,
+            start_every_core_at_once,
+        )
         from raypress.dag.haproxy_loopback import choose_ingress
         from raypress.dag.ray_session import ensure_ray, ray_is_up
 
@@ -169,8 +174,11 @@ class Runner:
         if serves and address is None and not ray_is_up():  # the embedded Ray's Serve reads it at start
             ingress = choose_ingress(self.settings["serve_ingress"])  # defaults filled by read_spec
             self.emit({"event": "serve_ingress", "ingress": ingress})
-        ensure_ray(address, host=self.ray_host)
-        cancel_on_signals()  # again: ray.init set its own (a C++ stack dump, then SystemExit)
+        with ray_init_keeps_signal_handlers():  # a signal while Ray starts cancels the run, as after
+            ensure_ray(address, host=self.ray_host)
+        cancel_on_signals()  # again: Ray's core worker set a C++ handler for SIGTERM (a stack dump)
+        if received() is not None:  # raised inside ray.init, where Ray's own code caught it
+            raise received()
         keep_rows_in_order()
         start_every_core_at_once()
         notice_finished_tasks_sooner()

@@ -19,6 +19,7 @@ from raypress.dag.execute import ExecutionPolicy, apply_streaming
 from raypress.dag.fingerprint import files_under
 from raypress.dag.ledger import segment_entries
 from raypress.dag.run_artifacts import RunArtifacts, read_materialized
+from raypress.dag.segment_progress import SegmentProgress, collect_tallies
 from raypress.dag.sink import SegmentSink, number_parts, parts_in_order, sum_tallies
 from raypress.dag.store import RunStore
 from raypress.dag.validate import VNode
@@ -59,8 +60,9 @@ def run_segment(nodes: list[VNode], destination: Destination | None, env: Segmen
     writer = sink.make_op() if sink.kind == OpKind.WRITER else None
     out_dir = None if writer else store.node_dir(sink.id)
     dest = str(destination.reset_staging()) if destination is not None else None
-    rejects, quarantine = store.rejects_dir(sink.id), store.quarantine_dir(sink.id)
-    store.clear_outputs(sink.id, *([out_dir] if out_dir else []))
+    rejects, quarantine = store.rejects_root, store.quarantine_root  # the sink writes <root>/<node that dropped>/
+    dropped_dirs = store.dropped_dirs(n.id for n in nodes)  # this segment's: another segment's stay as they are
+    store.clear_outputs(sink.id, *([out_dir] if out_dir else []), nodes=[n.id for n in nodes])
     for n in nodes:
         env.emit({"event": "node_started", "node": n.id, "op": n.op_cls.name})
     start = time.perf_counter()
@@ -76,8 +78,9 @@ def run_segment(nodes: list[VNode], destination: Destination | None, env: Segmen
         sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest, str(rejects),
                               str(quarantine), bool(env.settings.get("keep_rejects")), env.timer)
         compute = _sink_compute(env.policy, per_input)
-        tallies = ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow", **compute).take_all()
-        number_parts([Path(p) for p in (dest, out_dir, rejects, quarantine) if p is not None],
+        tallies = collect_tallies(ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow", **compute),
+                                  SegmentProgress(chain, expected_in, env.emit))  # node_progress events on the way
+        number_parts([Path(p) for p in (dest, out_dir) if p is not None] + dropped_dirs,
                      parts_in_order(tallies))
         busy = env.cpu_meter.utilisation() if env.cpu_meter is not None else None
         totals = sum_tallies(tallies)
@@ -106,7 +109,7 @@ def run_segment(nodes: list[VNode], destination: Destination | None, env: Segmen
     if out_dir is not None:
         artifact = read_materialized(out_dir, live, float(env.settings.get("in_memory_mb", 64)),
                                      env.policy.block_rows)
-    produced = {**written, **files_under([p for p in (out_dir, rejects, quarantine) if p is not None])}
+    produced = {**written, **files_under([p for p in (out_dir, *dropped_dirs) if p is not None])}
     warnings = []
     counts = ray.get(env.timer.counts.remote())
     for n in nodes:

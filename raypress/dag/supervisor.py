@@ -4,6 +4,10 @@ from below Python (no `except`, no `finally`), so a run that drove Ray itself le
 message and no `ledger.json`.  The supervisor outlives that: when the child ends without a final
 ledger it writes one with `status: failed` and the reason it found in what the child printed, and
 says so.  It costs one extra Python start (~0.3 s) and nothing while the run works.
+
+The terminal is the supervisor's too: the run sends its events as marked lines (``event_lines``),
+which a :class:`RunOutput` (the CLI's ``progress_view``) draws; Ray's own lines go to
+``RUN_DIR/logs/ray.log`` (``ray_logs``), and to the terminal as well only when ``verbose``.
 """
 
 from __future__ import annotations
@@ -20,16 +24,22 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
+from raypress.dag.cancel import CANCEL_SIGNALS
 from raypress.dag.cpu_meter import stat_fields
+from raypress.dag.event_lines import decode
+from raypress.dag.progress_view import PlainLines
 from raypress.dag.ray_deaths import SETTLE_S, WATCHED, death_line
+from raypress.dag.ray_logs import RayLines, RayLog
 from raypress.dag.resolve import ResolvedPipeline
 from raypress.dag.run_lock import RunLock
 from raypress.dag.run_log import RunLog
 
 TAIL_LINES = 400
+RUN_ENDS = ("run_finished", "run_failed", "run_cancelled")  # the runner's last event
 IN_PROCESS_FLAG = "--in-process"
+EVENT_LINES_FLAG = "--event-lines"  # the child sends its events as lines for us to draw
 COLUMNS_FLAG = "--columns"  # the terminal's width, for the child's tables
 
 # What Ray and Python print when the run dies under the runner, most telling first.
@@ -44,14 +54,24 @@ CAUSES: tuple[tuple[str, str], ...] = (
 _EXCEPTION_LINE = re.compile(r"^(?:\S+\.)?([A-Z]\w*(?:Error|Exception|Exit))(?::\s*(.*))?$")
 
 
-def run_supervised(argv: list[str], resolved: ResolvedPipeline, echo: Callable[[str], None]) -> int:
+class RunOutput(Protocol):
+    """Where a supervised run's output goes: its events, and the lines it printed itself."""
+
+    def event(self, event: dict[str, Any]) -> None: ...
+
+    def line(self, text: str, stream: str = "stderr") -> None: ...
+
+
+def run_supervised(argv: list[str], resolved: ResolvedPipeline, output: RunOutput, verbose: bool = False) -> int:
     """Write the resolved pipeline into its run directory and run ``raypress <argv> --in-process``
     (``argv`` names that file) in a child under the run directory's lock; return the child's exit
     code, after making sure ``ledger.json`` says how the run ended.  Raises RunDirLocked.
 
     What crosses to the child: the resolved file (the child parses it, once) and flags; the
     environment only carries ``FORCE_COLOR`` when the terminal is ours (the child writes to pipes, so
-    it cannot tell that its output ends on a terminal; rich reads that variable)."""
+    it cannot tell that its output ends on a terminal; rich reads that variable).  What comes back:
+    its events (to ``output.event``), its own lines (``output.line``) and Ray's lines (to
+    ``logs/ray.log``; to ``output.line`` as well when ``verbose``)."""
     run_dir = resolved.run_dir
     lock = RunLock(run_dir, command="raypress " + " ".join(argv[:2])).acquire()
     try:
@@ -62,19 +82,19 @@ def run_supervised(argv: list[str], resolved: ResolvedPipeline, echo: Callable[[
             argv = [*argv, COLUMNS_FLAG, str(shutil.get_terminal_size().columns)]
         # both streams pass through us: Ray prints its own processes' deaths (a raylet's included)
         # to the driver's stdout, Python's errors go to stderr
-        child = subprocess.Popen([sys.executable, "-m", "raypress.cli", *argv, IN_PROCESS_FLAG], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        child = subprocess.Popen([sys.executable, "-m", "raypress.cli", *argv, IN_PROCESS_FLAG, EVENT_LINES_FLAG],
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  preexec_fn=_hang_up_with_parent(os.getpid()))
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         log = RunLog(run_dir, resolved.vp.order)
-        readers = [threading.Thread(target=_tee, args=(stream, target, tail, log, name), daemon=True)
-                   for stream, target, name in ((child.stdout, sys.stdout, "stdout"),
-                                                (child.stderr, sys.stderr, "stderr"))]
+        relay = Relay(output, tail, log, RayLog(run_dir), verbose)
+        readers = [threading.Thread(target=relay.stream, args=(stream, name), daemon=True)
+                   for stream, name in ((child.stdout, "stdout"), (child.stderr, "stderr"))]
         for reader in readers:
             reader.start()
         watch = RayProcessWatch(child.pid)
         watch.start()
-        rc = _wait(child)
+        rc = _wait(child, relay.ended)
         watch.stop()
         watch.end_leftovers()  # a child killed with -9 left Ray's agents running for 20 s and more
         for reader in readers:  # Ray's processes may hold the pipes a little longer
@@ -83,11 +103,67 @@ def run_supervised(argv: list[str], resolved: ResolvedPipeline, echo: Callable[[
         # Ray's own exit code 1 and nothing better was printed (it is listed last: weakest first found)
         late = watch.late_deaths if rc == 1 else []
         code = _settle(run_dir, rc, [*tail, *watch.deaths, *late], list(resolved.vp.order),
-                       lambda line: (echo(line), log.write(line, "supervisor")))
+                       lambda line: (output.line(line, "stderr"), log.write(line, "supervisor")))
         log.close()
+        relay.ray_log.close()
         return code
     finally:
         lock.release()
+
+
+class Relay:
+    """Sorts what the child prints, line by line, per stream: an event (to ``output.event``, and its
+    plain text to ``logs/run.jsonl``), one of Ray's lines (to ``logs/ray.log``; shown only when
+    ``verbose``), or one of the run's own lines (shown).  Every printed line goes to ``run.jsonl``
+    as before, and to the tail the supervisor reads a death's cause from."""
+
+    def __init__(self, output: RunOutput, tail: deque[str], log: RunLog, ray_log: RayLog, verbose: bool) -> None:
+        self.output, self.tail, self.log, self.ray_log, self.verbose = output, tail, log, ray_log, verbose
+        self.plain = PlainLines()  # the events' text in run.jsonl: what a log reader would have seen
+        self._plain_lock = threading.Lock()
+        self.ended = threading.Event()  # the child's run said how it ended (its last event)
+
+    def stream(self, stream, name: str) -> None:
+        is_ray = RayLines()
+        for text in _lines(stream):
+            event = decode(text)
+            if event is not None:
+                if event.get("event") in RUN_ENDS:
+                    self.ended.set()
+                with self._plain_lock:
+                    shown = self.plain.lines(event)
+                for line in shown:
+                    self.log.write(line.plain, name)
+                self._show(self.output.event, event)
+                continue
+            self.tail.extend(part for part in text.split("\r") if part.strip())
+            self.log.write(text, name)
+            if is_ray(text):
+                self.ray_log.write(text)
+                if not self.verbose:
+                    continue
+            self._show(self.output.line, text, name)
+
+    @staticmethod
+    def _show(show: Callable[..., None], *args: Any) -> None:
+        """Show, unless our own terminal is gone (``raypress run ... | head``): the child's pipes
+        must still be drained, or it blocks on a full one."""
+        try:
+            show(*args)
+        except (BrokenPipeError, ValueError):
+            pass
+
+
+def _lines(stream) -> Iterator[str]:
+    """A binary pipe's lines as they come (decoded; the last one even without its newline)."""
+    pending = b""
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+    if pending.strip():
+        yield pending.decode("utf-8", "replace")
 
 
 class RayProcessWatch(threading.Thread):
@@ -298,35 +374,33 @@ def descendants(root: int) -> dict[int, str]:
     return {pid: names[pid] for pid in found}
 
 
-def _tee(stream, target, tail: deque[str], log: RunLog, name: str) -> None:
-    """Pass one of the child's streams through unchanged (progress bars included), keeping its last
-    lines and writing each line to the run's log (``run_log``) as it comes."""
-    out = target.buffer
-    pending = b""
-    for chunk in iter(lambda: stream.read1(65536), b""):
-        out.write(chunk)
-        out.flush()
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            text = line.decode("utf-8", "replace")
-            tail.extend(part for part in text.split("\r") if part.strip())
-            log.write(text, name)
-    if pending.strip():
-        text = pending.decode("utf-8", "replace")
-        tail.extend(part for part in text.split("\r") if part.strip())
-        log.write(text, name)
+RESEND_S = 3.0  # a cancel signal the run has not acknowledged by then is sent again
 
 
-def _wait(child: subprocess.Popen) -> int:
-    """Wait for the child; Ctrl-C reaches it from the terminal, SIGTERM to us is passed on."""
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child handles it and reports
-    previous_term = signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+def _wait(child: subprocess.Popen, ended: threading.Event, resend_s: float = RESEND_S) -> int:
+    """Wait for the child, passing SIGINT and SIGTERM on (a terminal's Ctrl-C reaches it too: its
+    second copy is only noted).  Until the child says how its run ended (``ended``: its last event),
+    the first signal is sent again every ``resend_s``: one that reached it while Python was still
+    starting, or inside Ray's start-up code, was seen lost once in a dozen tries."""
+    received: list[int] = []
+
+    def forward(signum: int, _frame) -> None:
+        received.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return child.wait()
+        while True:
+            try:
+                return child.wait(timeout=resend_s)
+            except subprocess.TimeoutExpired:
+                if received and not ended.is_set():
+                    with contextlib.suppress(ProcessLookupError):
+                        child.send_signal(received[0])
     finally:
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _settle(run_dir: Path, rc: int, tail: list[str], node_order: list[str], echo: Callable[[str], None]) -> int:
@@ -337,6 +411,9 @@ def _settle(run_dir: Path, rc: int, tail: list[str], node_order: list[str], echo
         ledger = None
     if ledger is not None and ledger.get("status") in ("succeeded", "failed", "cancelled"):
         return rc  # the run said how it ended
+    signum = -rc if rc < 0 else rc - 128  # killed by a signal, or ended as if (the run's early handler)
+    if signum in CANCEL_SIGNALS:  # a signal ended it before the runner's own handlers were in place
+        return _settle_cancelled(run_dir, signal.Signals(signum), ledger, node_order, echo)
     reason = died_reason(rc, tail)
     ledger = ledger if isinstance(ledger, dict) else {"nodes": {}, "problems": []}
     ledger.update(status="failed", adds_up=False, error=reason,
@@ -348,6 +425,22 @@ def _settle(run_dir: Path, rc: int, tail: list[str], node_order: list[str], echo
     echo(f"run failed: {reason}")
     echo(f"ledger: {ledger_path} (status: failed; unfinished: {', '.join(ledger['unfinished']) or 'none'})")
     return rc if rc > 0 else 1
+
+
+def _settle_cancelled(run_dir: Path, sig: signal.Signals, ledger: dict | None, node_order: list[str],
+                      echo: Callable[[str], None]) -> int:
+    """The ledger and the one line of a run a cancel signal ended before it could say so itself
+    (while Python started, before the runner set its handlers)."""
+    ledger = ledger if isinstance(ledger, dict) else {"nodes": {}, "problems": []}
+    error = f"cancelled by {sig.name}"
+    ledger.update(status="cancelled", adds_up=False, error=error,
+                  unfinished=[n for n in node_order if n not in ledger.get("nodes", {})])
+    _write_ledger(run_dir, ledger)
+    with open(run_dir / "events.jsonl", "a") as fh:
+        fh.write(json.dumps({"ts": round(time.time(), 3), "event": "run_cancelled", "error": error,
+                             "by": "supervisor"}) + "\n")
+    echo(f"run {error} (ledger: {run_dir / 'ledger.json'})")
+    return 128 + sig
 
 
 def _write_ledger(run_dir: Path, ledger: dict) -> None:

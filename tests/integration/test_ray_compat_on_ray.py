@@ -3,6 +3,7 @@ shared one): each test is named after the assumption it checks."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pyarrow as pa
@@ -46,6 +47,20 @@ def test_worker_processes_are_reused__a_module_cache_outlives_a_task(ray_session
     assert len(set(pids)) < len(pids), pids
 
 
+@contextlib.contextmanager
+def rows_in_order():
+    """Assumption 6 applied for the block, the context's own setting restored after it."""
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    saved = context.execution_options.preserve_order
+    try:
+        ray_compat.keep_rows_in_order()
+        yield
+    finally:
+        context.execution_options.preserve_order = saved
+
+
 def test_keep_rows_in_order__results_come_back_in_block_order(ray_session):
     """Assumption 6: with preserve_order, take_all returns blocks in input order however they finish."""
     import ray.data
@@ -55,15 +70,31 @@ def test_keep_rows_in_order__results_come_back_in_block_order(ray_session):
             time.sleep(1.0)
         return table
 
-    context = ray.data.DataContext.get_current()
-    saved = context.execution_options.preserve_order
-    try:
-        ray_compat.keep_rows_in_order()
+    with rows_in_order():
         ds = ray.data.from_items([{"x": i} for i in range(4)], override_num_blocks=4)
         out = ds.map_batches(slow_first, batch_size=None, batch_format="pyarrow").take_all()
-    finally:
-        context.execution_options.preserve_order = saved
     assert [r["x"] for r in out] == [0, 1, 2, 3]
+
+
+def test_keep_rows_in_order__iter_batches_yields_blocks_in_order_as_they_come(ray_session):
+    """Assumption 6: with preserve_order, ``iter_batches(batch_size=None)`` yields blocks in input order
+    however they finish, each once it and those before it are done (not all at the end): what the
+    segment's live progress relies on."""
+    import ray.data
+
+    def slow_last(table: pa.Table) -> pa.Table:
+        if table["x"][0].as_py() == 3:
+            time.sleep(2.0)
+        return table
+
+    arrivals = []
+    with rows_in_order():
+        ds = ray.data.from_items([{"x": i} for i in range(4)], override_num_blocks=4)
+        for batch in ds.map_batches(slow_last, batch_size=None, batch_format="pyarrow").iter_batches(
+                batch_size=None, batch_format="pyarrow"):
+            arrivals.append((batch["x"][0].as_py(), time.monotonic()))
+    assert [x for x, _ in arrivals] == [0, 1, 2, 3]
+    assert arrivals[3][1] - arrivals[0][1] > 1.0  # the first block came while the last one still ran
 
 
 def test_start_every_core_at_once__the_first_tasks_of_a_chain_overlap(ray_session):

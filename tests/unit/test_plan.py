@@ -76,3 +76,19 @@ def test_side_dataset_input_is_materialized_alone(tmp_path):
     assert plan.materialize == {"images": "side input 'images' of 'attach'"}
     segments = [s.nodes for s in plan.steps]
     assert segments == [["images"], ["pages", "extract", "attach", "out"]]
+
+
+def test_describe_lists_nodes_in_execution_order():
+    """Issue 34: `raypress plan pipelines/mint1t_html.yaml` showed `warc` (step 2) above `images` (step 1),
+    the side input that must exist first; rows follow the steps, and within a step the chain's order."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    plan = make_plan(load_pipeline(repo / "pipelines" / "mint1t_html.yaml"))
+    rows = describe(plan)
+    assert [r["node"] for r in rows[:3]] == ["images", "warc", "urls"]
+    steps = [r["step"] for r in rows]
+    assert steps == sorted(steps) and steps[0] == 1
+    order = [nid for step in plan.steps for nid in (step.nodes if isinstance(step, Segment) else [step])]
+    assert [r["node"] for r in rows] == order
+    assert sorted(r["node"] for r in rows) == sorted(plan.pipeline.nodes)  # every node, once
