@@ -171,18 +171,20 @@ def start_job(
     env_vars: dict[str, str] | None = None,
     metadata: dict[str, str] | None = None,
     python: str = "python",
+    command: str = "run",
 ) -> str:
     """Submit the resolved pipeline as a job through `client` and return its id at once: the one
     path `raypress submit` and the pipelines service share. With `check`, a probe job first
     verifies the cluster's environment (ClusterError naming the fix). `env_vars` join the job's
     runtime env; `metadata` joins the job's own (what the service finds its runs by); `python`:
-    the interpreter the job runs (a server on the cluster knows its own)."""
+    the interpreter the job runs (a server on the cluster knows its own); `command`: `run`, or
+    `analyze` for a run resolved in stats mode."""
     spec = resolved.vp.spec
     run_dir = str(resolved.run_dir)
     if not _is_local(client.get_address()):
         echo(f"note: inputs and the run directory ({run_dir}) must be on storage the cluster's nodes "
              "mount at the same path (NFS/EFS), or on S3")
-    entrypoint = build_entrypoint(RESOLVED_FILE, python)
+    entrypoint = build_entrypoint(RESOLVED_FILE, python, command)
     with tempfile.TemporaryDirectory(prefix="raypress-submit-") as folder:
         working_dir = Path(folder)
         (working_dir / RESOLVED_FILE).write_text(resolved.text, encoding="utf-8")  # the file alone
@@ -420,10 +422,15 @@ def _submit(client: JobSubmissionClient, name: str, **job: Any) -> str:
         time.sleep(POLL_INTERVAL_S)
 
 
-def build_entrypoint(resolved_file: str, python: str = "python") -> str:
+JOB_COMMANDS = ("run", "analyze")  # what a job may run of the resolved file
+
+
+def build_entrypoint(resolved_file: str, python: str = "python", command: str = "run") -> str:
     """The shell command the job runs: the resolved pipeline as it is, joined to the cluster (its
-    run directory is recorded in the file)."""
-    return shlex.join([python, "-m", "raypress.cli", "run", resolved_file, "--address", "auto"])
+    run directory is recorded in the file); ``analyze`` runs it in stats mode and writes the report."""
+    if command not in JOB_COMMANDS:
+        raise ValueError(f"a job runs one of {JOB_COMMANDS}, not {command!r}")
+    return shlex.join([python, "-m", "raypress.cli", command, resolved_file, "--address", "auto"])
 
 
 def build_runtime_env(

@@ -113,11 +113,14 @@ def _already_resolved(spec: PipelineSpec, recorded: Resolution, overrides, run_d
         problems.append(Problem(where, spec.line((RESOLVED_KEY, "run_dir")), f"this resolved pipeline belongs to "
                                 f"{recorded.run_dir} (its paths point there); run its source {recorded.source} "
                                 f"for a run in {run_dir}", key="--run-dir"))
-    if stats_mode:
-        problems.append(Problem(where, None, "analyze a source pipeline, not a resolved one"))
     if problems:
         raise PipelineInvalid(problems)
     vp = validate(spec, check_inputs=True)  # where it runs: a submitted job's driver on the cluster
+    if stats_mode and any(n.kind == OpKind.FILTER and not n.stats_only for n in vp.nodes.values()):
+        # resolved for a plain run: analyzing it would change it (a service's analyze run is resolved
+        # in stats mode, and its job analyzes that file as it is)
+        raise PipelineInvalid([Problem(where, None, "analyze a source pipeline, not one resolved for a run "
+                                                    f"(its source: {recorded.source})")])
     vp.freeze()
     return ResolvedPipeline(vp, recorded, render(vp, recorded))
 

@@ -8,7 +8,6 @@ test's tmp_path (paths printed; a copy in $RAYPRESS_SCREENSHOTS when set) for a 
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import time
@@ -17,14 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from headless_chromium import SHOTS_COPY, start_chromium, webdriver_or_skip
 from pipelines_server import SMALL_PIPELINE, TOKEN, Server, running_server, write_slow_inputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-# set RAYPRESS_SCREENSHOTS to keep a copy of each screenshot beyond the test's tmp dir
-SHOTS_COPY = Path(os.environ["RAYPRESS_SCREENSHOTS"]) if os.environ.get("RAYPRESS_SCREENSHOTS") else None
 RUN_TIMEOUT_S = 240
 WIDTH = 1280
 
@@ -35,15 +31,7 @@ BROKEN_LINE = 8
 
 @pytest.fixture(scope="module")
 def webdriver_module() -> Any:
-    if not CHROMIUM.exists():
-        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install chromium)")
-    if not CHROMEDRIVER.exists():
-        pytest.skip(f"no chromedriver at {CHROMEDRIVER} (apt-get install chromium-driver)")
-    try:
-        from selenium import webdriver
-    except ImportError:
-        pytest.skip("selenium is not installed")
-    return webdriver
+    return webdriver_or_skip()
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +43,7 @@ def server(webdriver_module: Any, tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture(scope="module")
 def browser(webdriver_module: Any) -> Iterator[Any]:
-    options = webdriver_module.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={WIDTH},1000", "--disable-extensions", "--no-first-run"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver_module.Chrome(service=webdriver_module.ChromeService(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
+    driver = start_chromium(webdriver_module, WIDTH)
     yield driver
     driver.quit()
 

@@ -40,7 +40,7 @@ def test_stats_mode_node_keeps_every_row_with_stats(ray_session, tmp_path):
     assert sorted(r["stats"]["num_words"] for r in rows) == [1, 2, 6, 12]
 
 
-def test_analyze_cli_prints_quantiles(ray_session, tmp_path):
+def test_analyze_cli_writes_analysis_and_report(ray_session, tmp_path):
     pipe = pipeline(tmp_path, "run", "write_parquet", "out")  # analyze itself switches to stats
     from typer.testing import CliRunner
 
@@ -50,4 +50,43 @@ def test_analyze_cli_prints_quantiles(ray_session, tmp_path):
     assert result.exit_code == 0, result.output[-2000:]
     assert json.loads((tmp_path / "run" / "ledger.json").read_text())["adds_up"]
     row = next(line for line in result.output.splitlines() if "num_words" in line)
-    assert "4" in row and "12" in row  # count 4 (nothing dropped), max 12
+    assert "min_num=5" in row and "50.0%" in row  # 2 of the 4 rows have 5+ words
+    folder = tmp_path / "run" / "reports" / "analysis"
+    analysis = json.loads((folder / "analysis.json").read_text())
+    (stat,) = analysis["outputs"][0]["stats"]
+    assert (stat["count"], stat["min"], stat["max"]) == (4, 1, 12)
+    assert sum(stat["histogram"]["counts"]) == 4
+    assert analysis["outputs"][0]["filters"][0]["drops"] == 2
+    assert (folder / "report.html").read_text().lstrip().lower().startswith("<!doctype html>")
+
+
+def test_analyze_quickstart_matches_its_output(ray_session, tmp_path):
+    """The quickstart analyzed from the CLI: every number checked against the stats the run wrote
+    (every row's, as nothing is dropped in stats mode) and its deduplicator's rejects."""
+    import numpy as np
+    import pyarrow.dataset as pads
+    from typer.testing import CliRunner
+
+    from raypress.cli import app
+    from tests.analysis_fixtures import quickstart_pipeline, range_drops
+
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["analyze", "pipelines/quickstart.yaml", "--run-dir", str(run),
+                                      "--report", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output[-3000:]
+    analysis = json.loads((tmp_path / "report" / "analysis.json").read_text())
+    table = pads.dataset(str(run / "output"), format="parquet").to_table()
+    (output,) = analysis["outputs"]
+    assert output["rows"] == table.num_rows > 100
+    drops = range_drops(quickstart_pipeline(), table)
+    nodes = output["overlap"]["nodes"]
+    matrix = np.column_stack([drops[n] for n in nodes]).astype(int)
+    assert output["overlap"]["rows"] == (matrix.T @ matrix).tolist()
+    for s in output["stats"]:
+        values = np.asarray(table["stats"].combine_chunks().field(s["stat"]).to_pylist(), dtype=float)
+        counts, _ = np.histogram(values, bins=np.asarray(s["histogram"]["edges"], dtype=float))
+        assert s["histogram"]["counts"] == counts.tolist()
+    (dedup,) = analysis["dedup"]
+    assert dedup["duplicates"] >= 1 and dedup["samples"][0]["kept_text"]
+    ledger = json.loads((run / "ledger.json").read_text())
+    assert dedup["duplicates"] == ledger["nodes"]["dedup"]["duplicates"]

@@ -189,6 +189,23 @@ def test_artifacts_are_served_and_nothing_outside_the_run(api, small_run, server
     assert raw.status_code == 404
 
 
+def test_an_analyze_run_writes_and_serves_its_report(api):
+    response = api.post("/v1/runs", json={"yaml": SMALL_PIPELINE, "analyze": True})
+    assert response.status_code == 202, response.text
+    assert response.json()["mode"] == "analyze"
+    run = wait_for_state(api, response.json()["id"], ("succeeded", "failed", "crashed", "cancelled"))
+    assert run["state"] == "succeeded", run
+    detail = api.get(f"/v1/runs/{run['id']}").json()
+    nodes = {n["id"]: n for n in detail["nodes"]}
+    assert nodes["long_enough"]["counts"]["dropped"] == {}  # stats mode: the filter drops nothing
+    listed = {a["path"] for a in api.get(f"/v1/runs/{run['id']}/artifacts").json()["artifacts"]}
+    assert {"reports/analysis/report.html", "reports/analysis/analysis.json"} <= listed
+    page = api.get(f"/v1/runs/{run['id']}/artifacts/reports/analysis/report.html")
+    assert page.headers["content-type"].startswith("text/html") and "num_words" in page.text
+    analysis = api.get(f"/v1/runs/{run['id']}/artifacts/reports/analysis/analysis.json").json()
+    assert analysis["outputs"][0]["filters"][0]["drops"] == 2  # what the plain run drops
+
+
 def test_unknown_runs_and_finished_runs_answer_404_and_409(api, small_run):
     assert api.get("/v1/runs/20990101-000000-deadbeef").status_code == 404
     assert api.get("/v1/runs/not-a-run").status_code == 404

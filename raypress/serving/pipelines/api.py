@@ -54,6 +54,12 @@ class PipelineRequest(BaseModel):
                           description="the name problems are reported against")
 
 
+class RunRequest(PipelineRequest):
+    analyze: bool = Field(False, description="run every filter in stats mode (nothing dropped) and write the "
+                                             "analysis (reports/analysis/analysis.json and report.html), as "
+                                             "`raypress analyze`")
+
+
 class ProblemOut(BaseModel):
     line: int | None
     column: int | None
@@ -77,6 +83,7 @@ class RunSummary(BaseModel):
     reason: str | None
     created: float
     run_dir: str
+    mode: Literal["run", "analyze"]
     attempts: int
     job_id: str | None
     cancel_requested: bool
@@ -234,11 +241,11 @@ def create_pipelines_app(service: PipelinesService, api_key: str | None = None,
               responses={200: {"description": "the run this Idempotency-Key already made", "model": RunSummary},
                          409: {"description": "the Idempotency-Key was used for another request"},
                          503: {"description": "the server's run queue is full"}, **INVALID_422})
-    async def submit(body: PipelineRequest,
+    async def submit(body: RunRequest,
                      idempotency_key: str | None = Header(None, max_length=200, pattern=r"^[\x21-\x7e]+$",
                                                           description="one run per key")) -> Any:
         record, new = await run_in_threadpool(service.submit, body.yaml, body.overrides, body.filename,
-                                              idempotency_key)
+                                              idempotency_key, body.analyze)
         state, why, ledger = await run_in_threadpool(service.state, record)
         return JSONResponse(summary(record, state, why, ledger), 202 if new else 200,
                             headers={"Location": f"/v1/runs/{record.id}"})

@@ -44,12 +44,13 @@ class Jobs:
             return self._client
 
     def submit(self, resolved: ResolvedPipeline, run_id: str, env_vars: dict[str, str], check: bool,
-               echo: Any = None) -> str:
+               echo: Any = None, command: str = "run") -> str:
         from raypress.cluster import start_job
 
         # the job runs with this replica's Python: it is on the cluster, and it imports raypress
         job_id = start_job(self.client(), resolved, echo=echo or (lambda _line: None), check=check,
-                           env_vars=env_vars, metadata={RUN_ID_METADATA: run_id}, python=sys.executable)
+                           env_vars=env_vars, metadata={RUN_ID_METADATA: run_id}, python=sys.executable,
+                           command=command)
         self.forget()
         return job_id
 

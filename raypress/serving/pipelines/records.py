@@ -45,6 +45,7 @@ class RunRecord:
     overrides: list[str] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     cancel_requested: float | None = None
+    mode: str = "run"  # run | analyze (every filter in stats mode, then the analysis report)
 
     @property
     def latest(self) -> Attempt | None:
@@ -58,7 +59,7 @@ class RunRecord:
         attempts = [Attempt(**a) for a in data.get("attempts", [])]
         return cls(id=data["id"], name=data["name"], run_dir=data["run_dir"], created=data["created"],
                    overrides=list(data.get("overrides", [])), attempts=attempts,
-                   cancel_requested=data.get("cancel_requested"))
+                   cancel_requested=data.get("cancel_requested"), mode=data.get("mode", "run"))
 
 
 class IdempotencyConflict(Exception):

@@ -170,7 +170,7 @@ def node_views(dag: list[dict[str, Any]], events: list[dict], ledger: dict[str, 
 def summary(record: RunRecord, state: str, why: str | None, ledger: dict[str, Any] | None) -> dict[str, Any]:
     latest = record.latest
     return {"id": record.id, "name": record.name, "state": state, "reason": why, "created": record.created,
-            "run_dir": record.run_dir, "attempts": len(record.attempts),
+            "run_dir": record.run_dir, "mode": record.mode, "attempts": len(record.attempts),
             "job_id": latest.job_id if latest else None,
             "cancel_requested": record.cancel_requested is not None and state not in TERMINAL,
             "adds_up": (ledger or {}).get("adds_up") if ledger else None,

@@ -105,10 +105,12 @@ class PipelinesService:
     # submission
 
     def submit(self, yaml_text: str, overrides: list[str], filename: str,
-               idempotency_key: str | None) -> tuple[RunRecord, bool]:
-        """(the run, whether it is new): a key already used for the same request answers its run."""
+               idempotency_key: str | None, analyze: bool = False) -> tuple[RunRecord, bool]:
+        """(the run, whether it is new): a key already used for the same request answers its run.
+        ``analyze``: every filter in stats mode, then `raypress analyze`'s report in the run."""
         run_id = new_run_id()
-        key_hash = request_hash({"yaml": yaml_text, "overrides": overrides, "filename": filename})
+        request = {"yaml": yaml_text, "overrides": overrides, "filename": filename}
+        key_hash = request_hash({**request, "analyze": True} if analyze else request)
         if idempotency_key:
             try:
                 held = self.records.claim_key(idempotency_key, key_hash, run_id)
@@ -120,7 +122,7 @@ class PipelinesService:
                 if record is not None:
                     return record, False
         try:
-            record, resolved = self._create(run_id, yaml_text, overrides, filename)
+            record, resolved = self._create(run_id, yaml_text, overrides, filename, analyze)
         except BaseException:
             if idempotency_key:
                 self.records.release_key(idempotency_key)
@@ -135,7 +137,8 @@ class PipelinesService:
             time.sleep(0.05)
         return record
 
-    def _create(self, run_id: str, yaml_text: str, overrides: list[str], filename: str) -> tuple[RunRecord, Any]:
+    def _create(self, run_id: str, yaml_text: str, overrides: list[str], filename: str,
+                analyze: bool = False) -> tuple[RunRecord, Any]:
         from raypress.dag.resolve import resolve_pipeline
         from raypress.dag.validate import PipelineInvalid
 
@@ -158,7 +161,7 @@ class PipelinesService:
                         raise PipelineInvalid(refusals)
                     run_dir = self.settings.runs_root / spec.name / run_id
                     resolved = resolve_pipeline(path, overrides, str(run_dir), base_dir=str(self.settings.base_dir),
-                                                cluster_address="auto")
+                                                cluster_address="auto", stats_mode=analyze)
                     refusals = self._writes_outside(resolved, path)
                     if refusals:
                         raise PipelineInvalid(refusals)
@@ -167,7 +170,8 @@ class PipelinesService:
                 raise InvalidPipeline(problems) from None
             resolved.write()
             record = RunRecord(id=run_id, name=spec.name, run_dir=str(resolved.run_dir), created=time.time(),
-                               overrides=list(overrides), attempts=[Attempt("run", time.time())])
+                               overrides=list(overrides), attempts=[Attempt("run", time.time())],
+                               mode="analyze" if analyze else "run")
             self.records.put(record)
         return record, resolved
 
@@ -197,7 +201,8 @@ class PipelinesService:
         seconds); record its id, or why it could not start."""
         env = {"RAY_JOB_STOP_WAIT_TIME_S": str(self.settings.cancel_grace_s), "RAYPRESS_PROGRESS": "0"}
         try:
-            job_id = self.jobs.submit(resolved, run_id, env, check=self.settings.check_cluster)
+            mode = self.records.get(run_id).mode  # type: ignore[union-attr]
+            job_id = self.jobs.submit(resolved, run_id, env, check=self.settings.check_cluster, command=mode)
             error = None
         except Exception as exc:  # noqa: BLE001 - recorded: the run's state says why it failed
             job_id, error = None, " ".join(str(exc).split()) or type(exc).__name__

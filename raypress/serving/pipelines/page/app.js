@@ -837,13 +837,17 @@
     overrides.value = draft.overrides;
     const validateButton = h("button", {id: "validate", type: "button"}, "Validate");
     const submitButton = h("button", {id: "submit", type: "button", class: "primary"}, "Submit");
+    const analyzeBox = h("input", {id: "analyze", type: "checkbox"});
     const status = h("span", {id: "validate-status", class: "small"});
     const problems = h("ul", {id: "problems", class: "problems"});
     view.append(
       h("div", {class: "bar"}, h("h1", {}, "New run"), h("span", {class: "grow"}),
         h("label", {class: "small"}, "Load a file ", fileInput)),
       h("section", {class: "card"},
-        h("div", {class: "bar"}, validateButton, submitButton, status),
+        h("div", {class: "bar"}, validateButton, submitButton,
+          h("label", {class: "small", title: "every filter in stats mode (nothing dropped), then the analysis " +
+                      "report: distributions, thresholds, overlaps (as raypress analyze)"}, analyzeBox, " analyze"),
+          status),
         h("div", {class: "editor"}, gutter, yamlBox),
         problems,
         h("details", {class: "small"}, h("summary", {}, "file name and overrides"),
@@ -929,7 +933,8 @@
       clearTimeout(typing);
       seq += 1;  // a validation still under way must not paint over what the submit says
       try {
-        const run = await api("/v1/runs", {method: "POST", body: requestBody(), headers: {"Idempotency-Key": key}});
+        const run = await api("/v1/runs", {method: "POST", body: {...requestBody(), analyze: analyzeBox.checked},
+                               headers: {"Idempotency-Key": key}});
         draft.yaml = "";
         location.hash = runHref(run.id);
       } catch (error) {
