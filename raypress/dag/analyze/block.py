@@ -173,6 +173,7 @@ def _nearest(values: np.ndarray, rows: np.ndarray, t: Threshold, table: pa.Table
         idx = np.flatnonzero(mask)
         if len(idx) > NEAREST_K:
             idx = idx[np.argpartition(distance[idx], NEAREST_K - 1)[:NEAREST_K]]
+        idx = idx[np.lexsort((idx, distance[idx]))]  # nearest first, as a merge orders them
         setattr(out, side, [_row_card(table, int(rows[i]), float(values[i]), float(distance[i]), plan)
                             for i in idx])
     return out

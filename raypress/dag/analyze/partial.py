@@ -55,6 +55,7 @@ class Nearest:
 
 
 def _closest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``NEAREST_K`` nearest, nearest first (ties by id: the same rows whatever the merge order)."""
     return sorted(rows, key=lambda r: (r["distance"], str(r["id"])))[:NEAREST_K]
 
 
