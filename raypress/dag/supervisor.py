@@ -148,10 +148,8 @@ class Relay:
     def _show(show: Callable[..., None], *args: Any) -> None:
         """Show, unless our own terminal is gone (``raypress run ... | head``): the child's pipes
         must still be drained, or it blocks on a full one."""
-        try:
+        with contextlib.suppress(BrokenPipeError, ValueError):  # our terminal is gone: drop the line
             show(*args)
-        except (BrokenPipeError, ValueError):
-            pass
 
 
 def _lines(stream) -> Iterator[str]:

@@ -4,6 +4,7 @@ block in order (what the live counts read)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -53,11 +54,9 @@ def _ray_started(proc: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     root = psutil.Process(proc.pid)
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):  # a child ended while listed: look again
             if any(p.name() in ("gcs_server", "raylet") for p in root.children(recursive=True)):
                 return
-        except psutil.NoSuchProcess:
-            pass
         time.sleep(0.05)
     raise AssertionError("the run's Ray never started")
 

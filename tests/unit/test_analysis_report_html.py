@@ -48,9 +48,8 @@ class Page(HTMLParser):
             self.open.pop()
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in self.open:
-            while self.open.pop() != tag:
-                pass
+        if tag in self.open:  # close it and every element left open inside it
+            del self.open[len(self.open) - 1 - self.open[::-1].index(tag):]
         self._in_script = False
 
     def handle_data(self, data: str) -> None:
