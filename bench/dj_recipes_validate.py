@@ -18,6 +18,7 @@ are a run-time matter, so they cost nothing here.
 
     .venv/bin/python bench/dj_recipes_validate.py             # per recipe, totals, missing ops
     .venv/bin/python bench/dj_recipes_validate.py --problems  # and every problem of each failure
+    .venv/bin/python bench/dj_recipes_validate.py --ops       # and every Data-Juicer op's status
 """
 
 from __future__ import annotations
@@ -132,11 +133,45 @@ def report(outcomes: list[Outcome], show_problems: bool = False) -> str:
     return "\n".join(lines)
 
 
+def op_coverage() -> dict[str, tuple[str, str]]:
+    """Every op Data-Juicer registers -> (status, detail): ``raypress`` (with the raypress extra it
+    needs, if any), ``unavailable`` (with what it needs that cannot be had here) or ``missing``."""
+    from raypress.dag.dj_compat import UNAVAILABLE as NEEDS
+    from raypress.dag.dj_op_keys import DJ_OP_NAMES
+    from raypress.operators.registry import known_names, requirements
+
+    known = known_names()
+    out: dict[str, tuple[str, str]] = {}
+    for op in sorted(DJ_OP_NAMES):
+        if op in known:
+            extras = sorted(set(requirements(op).values()))
+            out[op] = ("raypress", f"raypress[{','.join(extras)}]" if extras else "core")
+        elif op in NEEDS:
+            out[op] = ("unavailable", NEEDS[op])
+        else:
+            out[op] = ("missing", "")
+    return out
+
+
+def coverage_report(coverage: dict[str, tuple[str, str]]) -> str:
+    counts = Counter(status for status, _ in coverage.values())
+    lines = [f"{op:<48} {status:<12} {detail}" for op, (status, detail) in coverage.items()]
+    lines.append("")
+    lines.append(f"Data-Juicer's {len(coverage)} ops: {counts['raypress']} in raypress, {counts['unavailable']} "
+                 f"unavailable (a model, service or decoder raypress cannot ship), {counts['missing']} missing")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--problems", action="store_true", help="print every problem of each failing recipe")
+    ap.add_argument("--ops", action="store_true", help="also list every Data-Juicer op: in raypress, "
+                    "unavailable (and why) or missing")
     args = ap.parse_args()
     print(report(classify_all(), show_problems=args.problems))
+    if args.ops:
+        print()
+        print(coverage_report(op_coverage()))
 
 
 if __name__ == "__main__":

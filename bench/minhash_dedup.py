@@ -95,7 +95,8 @@ def pipeline_yaml(files: list[str], verify: bool, threshold: float) -> str:
         "  - id: near_dedup",
         f"    op: {OP}",
         "    input: read",
-        f"    with: {{jaccard_threshold: {threshold}, verify: {str(verify).lower()}, seed: {PERM_SEED}}}",
+        f"    with: {{jaccard_threshold: {threshold}, verify: {str(verify).lower()}, seed: {PERM_SEED}, "
+        f"tokenization: {planted.TOKENIZATION}}}",
         "  - id: out",
         "    op: write_parquet",
         "    input: near_dedup",

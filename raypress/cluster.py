@@ -53,7 +53,7 @@ SUBMIT_RETRY_S = 120.0
 NO_AGENT = "No available agent to submit job"
 # Import names of the core install (pyproject `dependencies`): what every pipeline needs.
 CORE_MODULES = ("ray", "pyarrow", "pydantic", "yaml", "typer", "rich", "numpy", "xxhash", "httpx", "emoji", "numba",
-                "datasketches")
+                "datasketches", "regex")
 RAYPRESS_ENTRY = "raypress.cli"  # what the job's entrypoint imports
 RESOLVED_FILE = "pipeline.yaml"  # the resolved pipeline, the job's whole working_dir with the probe
 PROBE_FILE = "_raypress_probe.py"

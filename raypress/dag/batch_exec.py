@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raypress.dag.dj_op_keys import DJ_OP_NAMES
 from raypress.dag.op_timing import report_time
 from raypress.operators.base import Filter, Mapper, Operator
 from raypress.schema import (
@@ -71,6 +72,25 @@ def merge_stats(table: pa.Table, stats: dict[str, Any]) -> pa.Table:
     return table.append_column(STATS_COL, struct)
 
 
+def carried_stats(table: pa.Table, stats: dict[str, Any]) -> dict[str, Any]:
+    """``stats`` with each row's value taken from its ``stats`` column where the row already
+    carries that stat: Data-Juicer's filters keep a stat a row has (data exported with
+    ``keep_stats_in_res_ds``, or an earlier op of the same name) instead of computing it again."""
+    if STATS_COL not in table.column_names:
+        return stats
+    col = table.column(STATS_COL).combine_chunks()
+    if not pa.types.is_struct(col.type):
+        return stats
+    names = {col.type.field(i).name: i for i in range(col.type.num_fields)}
+    out = dict(stats)
+    for name, values in stats.items():
+        if name not in names:
+            continue
+        carried = col.field(names[name]).to_pylist()
+        out[name] = [new if old is None else old for old, new in zip(carried, values)]
+    return out
+
+
 def align_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Give `table` exactly `schema`'s columns: same-typed ones kept, others null."""
     cols = []
@@ -102,8 +122,10 @@ class StreamingOpRunner:
     constructor kwargs) so Ray Data runs it in an actor pool and the op loads its model once."""
 
     def __init__(self, op_cls: type[Operator], params: Any, artifacts: dict | None, node_id: str,
-                 stats_only: bool = False, timer: Any = None):
+                 stats_only: bool = False, timer: Any = None, range_rule: Any = None):
         self.op = op_cls(params, artifacts)
+        if range_rule is not None:  # the node's Data-Juicer range keys (dag.dj_op_keys)
+            self.op.range_rule = range_rule
         self.node_id = node_id
         self.stats_only = stats_only
         self.timer = timer
@@ -140,6 +162,8 @@ class StreamingOpRunner:
         op = self.op
         if isinstance(op, Filter):
             stats = op.compute_stats(table)
+            if op.name in DJ_OP_NAMES:
+                stats = carried_stats(table, stats)
             out = merge_stats(table, stats)
             if self.stats_only:
                 return out

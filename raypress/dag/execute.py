@@ -38,7 +38,7 @@ class ExecutionPolicy:
         """A stateful op runs in an actor pool when it needs a GPU (the pool places and keeps it
         there) or ``settings.stateful_ops`` says ``actors``; otherwise as tasks that keep the loaded
         op per worker process (``PerWorkerOpRunner`` says why)."""
-        return node.op_cls.stateful and bool(node.op_cls.resources.num_gpus or self.stateful_ops == "actors")
+        return node.op_cls.stateful and bool(node.resources.num_gpus or self.stateful_ops == "actors")
 
     def cuts(self, streaming: list[VNode]) -> bool:
         """Whether a reader's rows are cut into blocks before ``streaming`` (``blocks.py`` says why).
@@ -86,8 +86,9 @@ def apply_streaming(ds: "Any", node: VNode, policy: ExecutionPolicy, artifacts: 
     from raypress.dag.batch_exec import StreamingOpRunner
     from raypress.dag.worker_ops import PerWorkerOpRunner
 
-    res = node.op_cls.resources
-    batch_size = node.op_cls.batch_size
+    res = node.resources
+    batch_size = node.batch_size
+    np = node.runtime.num_proc or policy.np  # a node's Data-Juicer num_proc is its own `np`
     if cut:
         batch_size = capped_batch_size(batch_size, policy.block_rows)
     kwargs: dict[str, Any] = dict(batch_format="pyarrow", batch_size=batch_size, num_cpus=res.num_cpus)
@@ -96,15 +97,15 @@ def apply_streaming(ds: "Any", node: VNode, policy: ExecutionPolicy, artifacts: 
     if res.memory:
         kwargs["memory"] = res.memory
     runner_kwargs = dict(op_cls=node.op_cls, params=node.params, artifacts=artifacts, node_id=node.id,
-                         stats_only=node.stats_only, timer=timer)
+                         stats_only=node.stats_only, timer=timer, range_rule=node.runtime.range_rule)
     if policy.in_actor_pool(node):
-        max_actors = policy.np or max(1, int(ray.cluster_resources().get("CPU", 1) // max(res.num_cpus, 1)))
+        max_actors = np or max(1, int(ray.cluster_resources().get("CPU", 1) // max(res.num_cpus, 1)))
         return ds.map_batches(StreamingOpRunner, fn_constructor_kwargs=runner_kwargs,
                               compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max_actors), **kwargs)
-    if policy.np and per_input:  # the reader runs `np` tasks too (files.map_items): they fuse. After a
+    if np and per_input:  # the reader runs `np` tasks too (files.map_items): they fuse. After a
         # global op the cap would only split its mark pass from these ops: two operators, and the
         # blocks between them buffered in the object store (4 GB of MinHash export: 2 GB per worker)
-        kwargs["compute"] = np_task_pool(policy.np)
+        kwargs["compute"] = np_task_pool(np)
     # as tasks; a stateful op keeps its loaded op in each worker process
     fn = PerWorkerOpRunner(**runner_kwargs) if node.op_cls.stateful else StreamingOpRunner(**runner_kwargs)
     if not cut:  # whole blocks (no batch size for Ray to bundle inputs to), sliced in the task

@@ -104,7 +104,7 @@ def describe(plan: Plan) -> list[dict]:
     rows = []
     for nid, step in step_of.items():
         node = plan.node(nid)
-        res = node.op_cls.resources
+        res = node.resources
         rows.append({
             "node": nid,
             "op": node.op_cls.name,

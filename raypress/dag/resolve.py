@@ -87,12 +87,14 @@ def resolve_pipeline(path: str | Path, overrides=(), run_dir: str | None = None,
     recorded = spec.resolution
     if recorded is not None:
         return _already_resolved(spec, recorded, overrides, run_dir, stats_mode)
-    print_notices(spec)
     base = os.path.abspath(base_dir or os.getcwd())
     run_root = _absolute(run_dir or default_run_dir(spec.name + run_dir_suffix), base)
     for node in spec.nodes:
         node.params = _resolved_params(node.params, run_root, base)
-    vp = validate(spec, run_dir=run_root, check_inputs=inputs_here)
+    try:
+        vp = validate(spec, run_dir=run_root, check_inputs=inputs_here)
+    finally:  # the recipe's notices and those validation adds for its ops' Data-Juicer keys
+        print_notices(spec)
     if stats_mode:
         _to_stats_mode(vp)
     if not (cluster_address or spec.ray_address):
@@ -198,12 +200,13 @@ def _written_params(node: VNode) -> dict[str, Any]:
     which fields were given, e.g. `purify_baseline`'s per-method knobs).  ``allow_code`` is left
     out: validation grants it from ``settings.allow_code`` again."""
     exclude = {"allow_code"} if node.op_cls.takes_code else None
+    runtime = node.runtime.keys  # Data-Juicer's per-op keys as written: validated again on reading
     full = node.params.model_dump(mode="json", exclude=exclude)
     with contextlib.suppress(ValueError):  # a full dump that does not read back: write what was set
         same = node.op_cls.Params.model_validate(full)
         if same.model_dump(mode="json", exclude=exclude) == full:
-            return full
-    return node.params.model_dump(mode="json", exclude=exclude, exclude_unset=True)
+            return {**full, **runtime}
+    return {**node.params.model_dump(mode="json", exclude=exclude, exclude_unset=True), **runtime}
 
 
 def render(vp: ValidatedPipeline, resolution: Resolution) -> str:

@@ -15,10 +15,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from raypress.dag.dj_compat import unavailable_text
+from raypress.dag.dj_op_keys import NO_RUNTIME, NodeRuntime, split_runtime_keys
 from raypress.dag.spec import PipelineSpec, Problem, read_spec
 from raypress.dag.haproxy_loopback import INGRESSES, NO_BINARY, haproxy_binary
 from raypress.dag.yaml_lines import PipelineFileError
-from raypress.operators.base import OpKind, Operator, Params
+from raypress.operators.base import OpKind, Operator, Params, Resources
 from raypress.operators.registry import (
     OpUnavailable,
     get_op,
@@ -42,6 +43,7 @@ class VNode:
     slots: dict[str, list[str]]
     consumers: list[str] = field(default_factory=list)
     stats_only: bool = False  # `mode: stats`: a filter annotates, drops nothing
+    runtime: NodeRuntime = NO_RUNTIME  # what Data-Juicer's per-op keys (batch_size, num_proc, ...) set
     _frozen: bool = field(default=False, repr=False, compare=False)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -58,8 +60,21 @@ class VNode:
     def kind(self) -> OpKind:
         return self.op_cls.kind
 
+    @property
+    def batch_size(self) -> int | None:
+        """Rows per call of the op: the node's Data-Juicer ``batch_size``, else the op's own."""
+        return self.runtime.batch_size or self.op_cls.batch_size
+
+    @property
+    def resources(self) -> Resources:
+        """What one task or actor of this node asks Ray for (the op's, with the node's overrides)."""
+        return self.runtime.resources(self.op_cls.resources)
+
     def make_op(self, artifacts=None) -> Operator:
-        return self.op_cls(self.params, artifacts)
+        op = self.op_cls(self.params, artifacts)
+        if self.runtime.range_rule is not None:
+            op.range_rule = self.runtime.range_rule
+        return op
 
 
 @dataclass
@@ -101,8 +116,10 @@ def load_pipeline(path: str | Path, overrides=()) -> ValidatedPipeline:
     """Read + validate (what `validate` and `plan` need; a run resolves: ``dag.resolve``); raise
     :class:`PipelineInvalid` listing every problem."""
     spec = read_pipeline_spec(path, overrides)
-    print_notices(spec)
-    return validate(spec)
+    try:
+        return validate(spec)
+    finally:  # the recipe's notices and those validation adds for its ops' Data-Juicer keys
+        print_notices(spec)
 
 
 def print_notices(spec: PipelineSpec) -> None:
@@ -150,11 +167,20 @@ def validate(spec: PipelineSpec, run_dir: str | None = None, check_inputs: bool 
         if spec.text_key and ns.path[:1] == ("process",) and "text_key" not in ns.params \
                 and "text_key" in op_cls.Params.model_fields:  # Data-Juicer's `text_keys`
             ns.params = {**ns.params, "text_key": spec.text_key}
-        params = _validate_params(op_cls, ns, spec, problems)  # None when invalid: inputs still checked
-        for key, why in (missing_for_params(ns.op, params) if params is not None else []):
-            problems.append(Problem(f, spec.line(ns.path + ("with", key)) or line, why, node=ns.id, key=key))
+        split = split_runtime_keys(op_cls, ns.params)
+        for key, why in split.problems.items():
+            problems.append(Problem(f, _key_line(spec, ns, key) or line, why, node=ns.id, key=key))
+        for key, why in split.notices.items():
+            where = _key_line(spec, ns, key)
+            spec.notices.append(f"{f}:{where} `{ns.id}.{key}`: {why}" if where else f"{f} `{ns.id}.{key}`: {why}")
+        params = _validate_params(op_cls, ns, spec, problems, split.params)  # None when invalid
+        if split.problems:
             params = None
-        nodes[ns.id] = VNode(ns.id, op_cls, params, ns.params, ns.input_slots(), stats_only=ns.mode == "stats")
+        for key, why in (missing_for_params(ns.op, params) if params is not None else []):
+            problems.append(Problem(f, _key_line(spec, ns, key) or line, why, node=ns.id, key=key))
+            params = None
+        nodes[ns.id] = VNode(ns.id, op_cls, params, ns.params, ns.input_slots(), stats_only=ns.mode == "stats",
+                             runtime=split.runtime)
         if ns.mode == "stats" and op_cls.kind != OpKind.FILTER:
             problems.append(Problem(f, spec.line(ns.path + ("mode",)), f"mode: stats applies to filters; "
                                     f"{ns.op} is a {op_cls.kind.value}", node=ns.id, key="mode"))
@@ -232,25 +258,33 @@ def _slots_text(declared: dict[str, ArtifactType]) -> str:
     return ", ".join(f"{k}: {v.value}" for k, v in declared.items()) or "nothing"
 
 
-def _validate_params(op_cls, ns, spec, problems) -> Params | None:
+def _key_line(spec: PipelineSpec, ns, key: str) -> int | None:
+    """The line of a node's parameter: under ``with:`` in a node list, directly under the op in a
+    Data-Juicer ``process:`` item."""
+    if ns.path[:1] == ("process",):
+        return spec.line(ns.path + (key,))
+    return spec.line(ns.path + ("with", key))
+
+
+def _validate_params(op_cls, ns, spec, problems, given: dict) -> Params | None:
     f = spec.doc.file
     fields = op_cls.Params.model_fields
     ok = True
-    for key in ns.params:
+    for key in given:
         if key not in fields:
             ok = False
-            problems.append(Problem(f, spec.line(ns.path + ("with", key)),
+            problems.append(Problem(f, _key_line(spec, ns, key),
                                     f"unknown parameter for {op_cls.name}{did_you_mean(str(key), fields)}"
                                     f" (known: {', '.join(fields) or 'none'})", node=ns.id, key=str(key)))
     try:
-        params = op_cls.Params.model_validate(ns.params)
+        params = op_cls.Params.model_validate(given)
     except ValidationError as exc:
         for err in exc.errors():
             if err["type"] == "extra_forbidden":
                 continue  # reported above with a suggestion
             loc = [str(x) for x in err["loc"]]
             key = loc[0] if loc else None
-            line = spec.line(ns.path + ("with", key)) if key else spec.line(ns.path)
+            line = _key_line(spec, ns, key) if key else spec.line(ns.path)
             if err["type"] == "missing":
                 line = spec.line(ns.path)
                 msg = f"missing required parameter for {op_cls.name}"

@@ -238,6 +238,10 @@ class Filter(Operator[P]):
 
     kind = OpKind.FILTER
     stat_names: ClassVar[tuple[str, ...]] = ()
+    # True: the op judges its stat with ``self.range_rule`` (Data-Juicer's Filter keys
+    # min_closed_interval / max_closed_interval / reversed_range are honoured on it)
+    honours_range_rule: ClassVar[bool] = False
+    range_rule: "RangeRule"  # set below: the closed interval, unless a node's keys say otherwise
 
     @abstractmethod
     def compute_stats(self, table: pa.Table) -> dict[str, Sequence[Any]]:
@@ -279,6 +283,42 @@ def range_reason(value: float, stat: str, lo: float | None, hi: float | None) ->
     if hi is not None and value > hi:
         return f"{stat} > max"
     return None
+
+
+@dataclass(frozen=True)
+class RangeRule:
+    """Data-Juicer's ``Filter.get_keep_boolean``: each bound closed or open, and the kept range
+    reversed.  As there, ``reversed_range`` also flips which bounds are closed, so a reversed
+    ``[lo, hi]`` keeps ``value < lo or value > hi``."""
+
+    min_closed: bool = True
+    max_closed: bool = True
+    reversed: bool = False
+
+    @classmethod
+    def of(cls, min_closed: bool = True, max_closed: bool = True, reversed_range: bool = False) -> "RangeRule":
+        """The rule a Data-Juicer filter built with these keys applies."""
+        if reversed_range:
+            min_closed, max_closed = not min_closed, not max_closed
+        return cls(min_closed, max_closed, reversed_range)
+
+    def reason(self, value: float, stat: str, lo: float | None, hi: float | None) -> str | None:
+        """None to keep ``value``, else the drop reason naming the side that failed."""
+        if self == _CLOSED:
+            return range_reason(value, stat, lo, hi)
+        below = lo is not None and (value < lo if self.min_closed else value <= lo)
+        above = hi is not None and (value > hi if self.max_closed else value >= hi)
+        if self.reversed:
+            return None if (below or above) else f"{stat} within range (reversed_range)"
+        if below:
+            return f"{stat} < min" if self.min_closed else f"{stat} <= min"
+        if above:
+            return f"{stat} > max" if self.max_closed else f"{stat} >= max"
+        return None
+
+
+_CLOSED = RangeRule()
+Filter.range_rule = _CLOSED
 
 
 class Deduplicator(Operator[P]):

@@ -34,7 +34,7 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 # Import name -> the core dependency (pyproject `dependencies`) that installs it.
 CORE = {"ray": "ray", "pyarrow": "pyarrow", "pydantic": "pydantic", "yaml": "PyYAML", "typer": "typer",
         "rich": "rich", "numpy": "numpy", "xxhash": "xxhash", "httpx": "httpx", "emoji": "emoji",
-        "numba": "numba", "datasketches": "datasketches"}
+        "numba": "numba", "datasketches": "datasketches", "regex": "regex"}
 # What ray[serve] installs (so the core install has it) and raypress imports: the Serve glue's web
 # stack, and Jinja2 for chat templates (the `moe` extra names it too, harmlessly).
 WITH_RAY_SERVE = {"fastapi", "starlette", "uvicorn", "jinja2", "prometheus_client"}

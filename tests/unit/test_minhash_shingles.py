@@ -32,7 +32,9 @@ def hash32(shingle: str) -> int:
 
 
 def tokens(text: str, tokenization: str) -> tuple[list[str], str]:
-    if tokenization == "space":
+    if tokenization == "space":  # Data-Juicer's split_on_whitespace: the space character only
+        return [t for t in text.split(" ") if t], " "
+    if tokenization == "whitespace":
         return text.split(), " "
     if tokenization == "character":
         return list(text), ""
@@ -82,7 +84,7 @@ def as_sets(hashes: np.ndarray, offsets: np.ndarray) -> list[set[int]]:
     return [set(hashes[offsets[i]:offsets[i + 1]].tolist()) for i in range(len(offsets) - 1)]
 
 
-@pytest.mark.parametrize("tokenization", ["space", "punctuation", "character"])
+@pytest.mark.parametrize("tokenization", ["space", "whitespace", "punctuation", "character"])
 @pytest.mark.parametrize("window", [1, 2, 3, 5, 40])
 def test_every_mode_matches_the_plain_reference(tokenization, window):
     hashes, offsets = shingle_hashes(DOCS, tokenization, window, True, None)
@@ -93,7 +95,7 @@ def test_every_mode_matches_the_plain_reference(tokenization, window):
         assert np.all(np.diff(got.astype(np.int64)) > 0), "per document: sorted, without repeats"
 
 
-@pytest.mark.parametrize("tokenization", ["space", "punctuation", "character"])
+@pytest.mark.parametrize("tokenization", ["space", "whitespace", "punctuation", "character"])
 def test_lowercase_and_ignore_pattern_follow_data_juicer(tokenization):
     docs = ["Hello World 123, AGAIN 45", "hello world , again"]
     for lowercase in (True, False):
@@ -116,7 +118,9 @@ def test_shingles_are_the_documented_strings():
     def one(text, tok, w):
         return as_sets(*shingle_hashes([text], tok, w, False, None))[0]
 
-    assert one("a  b\tc", "space", 2) == {hash32("a b"), hash32("b c")}
+    assert one("a  b\tc", "space", 2) == {hash32("a b\tc")}  # Data-Juicer's words: a tab stays inside
+    assert one("a  b\tc", "whitespace", 2) == {hash32("a b"), hash32("b c")}
+    assert one("a b\nc d", "space", 2) == {hash32("a b\nc"), hash32("b\nc d")}
     assert one("a b c", "space", 5) == {hash32("a b c")}  # window larger than the document
     assert one("word", "space", 3) == {hash32("word")}  # one word
     assert one("Hello, world. Bye", "punctuation", 2) == {hash32("Hello  world"), hash32(" world  Bye")}
@@ -125,19 +129,20 @@ def test_shingles_are_the_documented_strings():
     assert one("a a a a", "space", 1) == {hash32("a")}  # repeats within a document collapse
 
 
-@pytest.mark.parametrize("tokenization", ["space", "punctuation", "character"])
+@pytest.mark.parametrize("tokenization", ["space", "whitespace", "punctuation", "character"])
 def test_empty_and_none_documents_have_no_shingles(tokenization):
     hashes, offsets = shingle_hashes([None, "", "x", None, ""], tokenization, 3)
     assert offsets.tolist() == [0, 0, 0, 1, 1, 1] and len(hashes) == 1
     hashes, offsets = shingle_hashes([], tokenization, 3)
     assert offsets.tolist() == [0] and len(hashes) == 0
     # whitespace only: no words, but characters and one (empty-split) punctuation token
-    assert shingle_hashes(["  \n "], "space", 2)[1].tolist() == [0, 0]
-    assert shingle_hashes(["\t"], tokenization, 2)[1].tolist() == [0, 0 if tokenization == "space" else 1]
+    assert shingle_hashes(["  \n "], "whitespace", 2)[1].tolist() == [0, 0]
+    assert shingle_hashes(["   "], "space", 2)[1].tolist() == [0, 0]
+    assert shingle_hashes(["\t"], tokenization, 2)[1].tolist() == [0, 0 if tokenization == "whitespace" else 1]
     assert shingle_hashes(["x"], tokenization, 2, ignore_pattern="x")[1].tolist() == [0, 0]
 
 
-@pytest.mark.parametrize("tokenization", ["space", "punctuation", "character"])
+@pytest.mark.parametrize("tokenization", ["space", "whitespace", "punctuation", "character"])
 def test_chunked_batches_give_the_same_hashes(monkeypatch, tokenization):
     docs = [d for d in DOCS if d] * 3 + ["", "word " * 50]
     whole = shingle_hashes(docs, tokenization, 3)
@@ -218,7 +223,7 @@ def test_jaccard_numba_and_numpy_agree(monkeypatch):
     assert ((fast > 0) & (fast < 1)).sum() > 10 and len(set(fast.tolist())) > 5  # not all trivial
 
 
-@pytest.mark.parametrize("tokenization", ["space", "punctuation", "character"])
+@pytest.mark.parametrize("tokenization", ["space", "whitespace", "punctuation", "character"])
 def test_random_documents_over_tricky_characters(tokenization):
     """Every Unicode whitespace, ASCII and astral punctuation, symbols, empty runs, in many docs."""
     spaces = [chr(c) for c in range(0x3001) if chr(c).isspace()]

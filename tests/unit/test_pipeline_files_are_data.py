@@ -63,7 +63,7 @@ def marker_lambdas(marker: Path) -> list[str]:
     """Code that would create ``marker`` when evaluated: as the whole expression, or in a lambda's
     default argument (evaluated when the lambda is defined, not called)."""
     touch = f"__import__('pathlib').Path({str(marker)!r}).touch()"
-    return [touch, f"lambda s, _={touch}: s"]
+    return [touch, f"lambda s, *, _={touch}: s"]
 
 
 # -- 1. code in a pipeline file ---------------------------------------------------------------

@@ -283,24 +283,31 @@ def test_unknown_language_and_missing_lists_fail_at_construction(words_dir, tmp_
         FlaggedWordsFilter(FlaggedWordsFilter.Params(flagged_words_dir=str(empty)))
 
 
-def test_shipped_lists_are_used_by_default():
+def test_shipped_lists_are_used_by_default_and_the_larger_ones_by_name():
     assert (SHIPPED_DIR / "stopwords.json").is_file() and (SHIPPED_DIR / "flagged_words.json").is_file()
     lists = load_words_asset(None, "stopwords")
     assert {"the", "is", "of"} <= lists["en"] and "all" in lists
+    assert len(lists["en"]) == 301 and len(load_words_asset(None, "flagged_words")["en"]) == 68  # Data-Juicer's
+    assert len(load_words_asset("stop-words", "stopwords")["en"]) == 1333
+    assert len(load_words_asset("better-profanity", "flagged_words")["en"]) == 916
     assert stat(StopwordsFilter, "the cat") == 0.5
-    assert stat(FlaggedWordsFilter, "well shit happens") == pytest.approx(1 / 3)
+    assert stat(FlaggedWordsFilter, "well bdsm happens") == pytest.approx(1 / 3)
+    assert stat(FlaggedWordsFilter, "well shit happens") == 0  # not in BigScience's list ...
+    assert stat(FlaggedWordsFilter, "well shit happens", flagged_words_dir="better-profanity") == pytest.approx(1 / 3)
 
 
 def test_shared_wordlists_dir_is_honoured(shared_data):
     directory = shared_data / "wordlists"
     stop = json.loads((directory / "stopwords.json").read_text())["en"]
     flagged = json.loads((directory / "flagged_words.json").read_text())["en"]
-    # "able", "million" and "hi" are stop words in the shipped list, not in the BigScience one.
+    # "able", "million" and "hi" are stop words in the stop-words package's list, not in BigScience's
+    # (the shared folder's, Data-Juicer's default and raypress's)
     text = "I am able to say hi to a million of the people"
     words = refined_words(text)
     expected = sum(w in stop for w in words) / len(words)
     assert stat(StopwordsFilter, text, stopwords_dir=str(directory)) == pytest.approx(expected)
-    assert stat(StopwordsFilter, text, stopwords_dir=str(directory)) != stat(StopwordsFilter, text)
+    assert stat(StopwordsFilter, text, stopwords_dir=str(directory)) == stat(StopwordsFilter, text)
+    assert stat(StopwordsFilter, text, stopwords_dir="stop-words") > stat(StopwordsFilter, text)
     word = flagged[0]
     assert stat(FlaggedWordsFilter, f"{word} and more", flagged_words_dir=str(directory)) == pytest.approx(1 / 3)
 

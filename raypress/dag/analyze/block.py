@@ -33,6 +33,7 @@ class FilterSpec:
     params: Any
     stat_names: tuple[str, ...]
     thresholds: list[Threshold]
+    range_rule: Any = None  # the node's Data-Juicer range keys (dag.dj_op_keys), None: closed
 
 
 @dataclass
@@ -50,7 +51,10 @@ class OutputPlan:
     def op(self, spec: FilterSpec):
         """The filter, built once per worker process (a filter may load a model)."""
         if spec.node not in self._ops:
-            self._ops[spec.node] = spec.op_cls(spec.params, None)
+            op = spec.op_cls(spec.params, None)
+            if spec.range_rule is not None:
+                op.range_rule = spec.range_rule
+            self._ops[spec.node] = op
         return self._ops[spec.node]
 
     def stat_owner(self, stat: str) -> int | None:

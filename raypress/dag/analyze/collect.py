@@ -78,7 +78,7 @@ def make_plan(vp: ValidatedPipeline, writer: str, columns: list[str]) -> OutputP
             params = node.params.model_dump() if node.params is not None else {}
             names = tuple(getattr(node.op_cls, "stat_names", ()) or ())
             filters.append(FilterSpec(nid, node.op_cls.name, node.op_cls, node.params, names,
-                                      stat_thresholds(names, params)))
+                                      stat_thresholds(names, params), node.runtime.range_rule))
     text_key = next((getattr(f.params, "text_key", None) for f in filters if getattr(f.params, "text_key", None)),
                     "text")
     return OutputPlan(writer, filters, text_key if text_key in columns else None,

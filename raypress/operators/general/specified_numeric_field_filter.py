@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Sequence
 import pyarrow as pa
 from pydantic import Field
 
-from raypress.operators.base import Filter, Params, range_reason
+from raypress.operators.base import Filter, Params
 from raypress.operators.registry import register
 
 _MISSING = object()
@@ -69,6 +69,7 @@ def as_number(value: Any) -> float | None:
 class SpecifiedNumericFieldFilter(Filter[SpecifiedNumericFieldParams]):
     """Keep rows whose numeric field `field_key` is within [min_value, max_value]; missing/non-numeric ones drop."""
 
+    honours_range_rule = True
     stat_names: ClassVar[tuple[str, ...]] = ()  # per instance: named after the field (see __init__)
 
     def __init__(self, params: SpecifiedNumericFieldParams, artifacts: dict | None = None) -> None:
@@ -95,5 +96,5 @@ class SpecifiedNumericFieldFilter(Filter[SpecifiedNumericFieldParams]):
             elif value is None:
                 reasons.append(f"{key} not numeric")
             else:
-                reasons.append(range_reason(value, key, p.min_value, p.max_value))
+                reasons.append(self.range_rule.reason(value, key, p.min_value, p.max_value))
         return reasons

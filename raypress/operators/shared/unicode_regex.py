@@ -1,95 +1,57 @@
-"""Data-Juicer's regular expressions on Python's ``re``: Unicode category escapes like ``\\p{P}``.
+"""Patterns with Data-Juicer's semantics: what its ops compile with the ``regex`` package compiles
+the same here.
 
-Data-Juicer compiles patterns such as ``ignore_pattern: '\\p{P}'`` (in 23 of its recipes) with the
-third-party ``regex`` package; Python's ``re`` rejects ``\\p``.  ``compile_pattern`` compiles with
-``re`` and, only where a pattern uses ``\\p{X}`` / ``\\P{X}`` (X a general category: ``P``, ``L``,
-``Lu``, ``N``, ...), first spells those escapes out as character classes built from
-``unicodedata`` (Python's Unicode version, which may trail ``regex``'s by a release)."""
+Data-Juicer's deduplicators and most of its cleaning mappers (`clean_email_mapper`,
+`remove_specific_chars_mapper`, `replace_content_mapper`, ...) do ``import regex as re``, so a
+recipe's pattern may use what Python's ``re`` refuses or reads differently: ``\\p{P}`` / ``\\p{Han}``
+property classes (``ignore_pattern: '\\p{P}'`` is in 23 of its recipes), ``\\X``, variable-width
+look-behind, POSIX classes ``[[:alpha:]]``, set operations ``[a--b]``.  ``compile_pattern`` is the
+one place every op that takes a pattern compiles it: with ``re`` where ``re`` reads the pattern
+without complaint (the same meaning, and ``re`` is faster on the common cases), otherwise with the
+``regex`` package itself, as Data-Juicer does.  The flags are ``re``'s (``re.DOTALL``, ...), mapped.
+"""
 
 from __future__ import annotations
 
 import functools
 import re
-import sys
-import unicodedata
+import warnings
 
-_CATEGORIES = frozenset("C Cc Cf Cn Co Cs L Ll Lm Lo Lt Lu M Mc Me Mn N Nd Nl No P Pc Pd Pe Pf Pi Po Ps "
-                        "S Sc Sk Sm So Z Zl Zp Zs".split())
+import regex
 
-
-@functools.lru_cache(maxsize=None)
-def category_class(name: str) -> str:
-    """The members of general category ``name`` (one letter: the whole group) as ranges for the
-    inside of a ``[...]`` class."""
-    if name.startswith("Is"):
-        name = name[2:]
-    if name not in _CATEGORIES:
-        raise ValueError(f"\\p{{{name}}}: only Unicode general categories are supported "
-                         f"({', '.join(sorted(_CATEGORIES))})")
-    match = (lambda c: unicodedata.category(c).startswith(name)) if len(name) == 1 else \
-        (lambda c: unicodedata.category(c) == name)
-    parts, start, prev = [], None, None
-    for cp in range(sys.maxunicode + 1):
-        if match(chr(cp)):
-            if start is None:
-                start = cp
-            prev = cp
-        elif start is not None:
-            parts.append(_range(start, prev))
-            start = None
-    if start is not None:
-        parts.append(_range(start, prev))
-    return "".join(parts)
+_FLAGS = ((re.IGNORECASE, regex.IGNORECASE), (re.MULTILINE, regex.MULTILINE), (re.DOTALL, regex.DOTALL),
+          (re.VERBOSE, regex.VERBOSE), (re.ASCII, regex.ASCII), (re.UNICODE, regex.UNICODE))
 
 
-def _range(lo: int, hi: int) -> str:
-    return f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}"
+def _regex_flags(flags: int) -> int:
+    out = 0
+    for re_flag, regex_flag in _FLAGS:
+        if flags & re_flag:
+            out |= regex_flag
+    return out
 
 
-def translate(pattern: str) -> str:
-    """``pattern`` with every ``\\p{X}`` / ``\\P{X}`` spelled out for ``re``."""
-    out: list[str] = []
-    i, n, in_class = 0, len(pattern), False
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            if pattern[i + 1] in "pP" and pattern[i + 2: i + 3] == "{":
-                end = pattern.find("}", i + 3)
-                if end < 0:
-                    raise ValueError(f"unterminated \\{pattern[i + 1]}{{ at position {i}")
-                members = category_class(pattern[i + 3: end])
-                negated = pattern[i + 1] == "P"
-                if in_class and negated:
-                    raise ValueError("\\P{...} inside [...] is not supported; use [^...\\p{...}] instead")
-                out.append(members if in_class else ("[^" if negated else "[") + members + "]")
-                i = end + 1
-                continue
-            out.append(pattern[i: i + 2])
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-        if c == "[" and not in_class:
-            in_class = True
-            for literal in ("^", "]"):  # '[^' and a ']' right after '[' or '[^' open the class
-                if pattern[i: i + 1] == literal:
-                    out.append(literal)
-                    i += 1
-        elif c == "]" and in_class:
-            in_class = False
-    return "".join(out)
-
-
-@functools.lru_cache(maxsize=64)
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """``re.compile(pattern)``, accepting Data-Juicer's ``\\p{X}`` category escapes; ValueError
-    (with ``re``'s reason) for a pattern that is invalid either way."""
+@functools.lru_cache(maxsize=256)
+def compile_pattern(pattern: str, flags: int = 0) -> "re.Pattern[str] | regex.Pattern[str]":
+    """``pattern`` compiled with Data-Juicer's semantics (see the module); ValueError with the
+    ``regex`` package's reason for a pattern neither accepts.  Both results have ``sub``,
+    ``split``, ``search``, ``finditer``, ``findall`` alike."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # "possible nested set": regex reads it otherwise
+        try:
+            return re.compile(pattern, flags)
+        except (re.error, FutureWarning):
+            pass
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        if "\\p" not in pattern and "\\P" not in pattern:
-            raise ValueError(str(exc)) from None
-    try:
-        return re.compile(translate(pattern))
-    except re.error as exc:
+        return regex.compile(pattern, _regex_flags(flags))
+    except regex.error as exc:
         raise ValueError(str(exc)) from None
+
+
+def check_pattern(pattern: str, flags: int = 0) -> str:
+    """A pydantic validator's body: ``pattern`` if it compiles, else ValueError saying why."""
+    try:
+        compile_pattern(pattern, flags)
+    except ValueError as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    return pattern

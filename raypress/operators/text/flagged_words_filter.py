@@ -13,8 +13,8 @@ class FlaggedWordsParams(WordListParams):
     max_ratio: float = Field(default=0.045, description="keep samples whose flagged-word ratio is <= max_ratio")
     flagged_words_dir: str | None = Field(
         default=None,
-        description="directory of *flagged_words*.json files ({lang: [words]}); None: the lists "
-        "shipped with raypress (raypress/data/wordlists)",
+        description="directory of *flagged_words*.json files ({lang: [words]}); None: Data-Juicer's "
+        "default lists (BigScience's, shipped with raypress); 'better-profanity': that package's larger English list",
     )
 
 

@@ -13,8 +13,8 @@ class StopwordsParams(WordListParams):
     max_ratio: float = Field(default=1.0, description="keep samples whose stop-word ratio is <= max_ratio")
     stopwords_dir: str | None = Field(
         default=None,
-        description="directory of *stopwords*.json files ({lang: [words]}); None: the lists shipped "
-        "with raypress (raypress/data/wordlists)",
+        description="directory of *stopwords*.json files ({lang: [words]}); None: Data-Juicer's default "
+        "lists (BigScience's, shipped with raypress); 'stop-words': the larger lists of the stop-words package",
     )
 
 

@@ -91,7 +91,7 @@ class MinhashParams(ShingleParams):
         if value is not None:
             raise ValueError("tokenizer_model is only used by Data-Juicer's 'sentencepiece' tokenization, which "
                              "raypress does not support; remove it and use tokenization 'space', "
-                             "'punctuation' or 'character'")
+                             "'whitespace', 'punctuation' or 'character'")
         return value
 
     @model_validator(mode="after")

@@ -1,12 +1,15 @@
 """Documents -> per-document sets of 32-bit shingle hashes, vectorised per batch (MinHash input).
 
 Text preparation is Data-Juicer's, per document in Python's C string code: ``str.lower`` when
-``lowercase``, then ``re.sub(ignore_pattern, "", text)`` (Python ``re`` semantics, as DJ's
-recipes are written for it).  Tokens, then shingles (``window_size`` consecutive tokens joined by
-one space; a document with fewer tokens than the window gives one shingle of all of them; an empty
-document none):
+``lowercase``, then ``ignore_pattern``'s matches removed, the pattern compiled as Data-Juicer
+compiles it (the ``regex`` package's semantics: ``\\p{P}`` works; ``shared.unicode_regex``).
+Tokens, then shingles (``window_size`` consecutive tokens joined by one space; a document with
+fewer tokens than the window gives one shingle of all of them; an empty document none):
 
-- ``space``: ``str.split()`` (runs of Unicode whitespace);
+- ``space`` (Data-Juicer's): split on the space character only, empty words dropped
+  (``split_on_whitespace``), so a newline or tab stays inside its word;
+- ``whitespace`` (raypress's opt-in): split on runs of any Unicode whitespace, so a page
+  re-wrapped or re-indented gives the same shingles;
 - ``punctuation``: split at every character of Unicode general category P* (DJ's ``\\p{P}``),
   empty tokens kept, as a regex split keeps them;
 - ``character``: each character is a token and shingles are joined without a separator
@@ -23,17 +26,15 @@ so its hash comes from prefix sums over the batch's code points, with no per-shi
 document the hashes are deduplicated and sorted.  Code points, not UTF-8 bytes: the same strings
 give the same hashes, and ``character`` windows are windows of characters.
 
-Where DJ's code differs, on purpose: it hashes with SHA-1 per shingle in Python (slow; any good
-32-bit hash serves MinHash), splits ``space`` on single " " only (so double spaces make empty
-words), and shingles over ``range(len(tokens) - window_size)``, which drops the last shingle and
-gives a document of at most ``window_size`` tokens no shingle at all (DJ then treats all such
-documents as duplicates of each other).
+Where Data-Juicer (1.6.1) differs, on purpose: it hashes with SHA-1 per shingle in Python (slow;
+any good 32-bit hash serves MinHash), and a document of fewer than ``window_size`` tokens gets no
+shingle at all, so its signature is all-maximum and every such document is a duplicate of every
+other (short rows lost); here it is one shingle of all its tokens.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 import unicodedata
 from typing import Any, Sequence
 
@@ -43,8 +44,9 @@ from pydantic import Field, PositiveInt, field_validator
 from raypress.kernels.minhash import intersection_sizes, unique_per_document
 from raypress.operators.base import Params
 from raypress.operators.dedup.hashing import fmix64
+from raypress.operators.shared.unicode_regex import compile_pattern
 
-TOKENIZATIONS = ("space", "punctuation", "character")
+TOKENIZATIONS = ("space", "whitespace", "punctuation", "character")
 HASH_BASE = 0x100000001B3  # FNV's 64-bit prime: odd, so invertible mod 2**64
 _S32 = np.uint64(32)
 CHUNK_CHARS = 1 << 20  # code points per vectorised pass: work arrays ~50 MB, powers 16 MB
@@ -66,8 +68,10 @@ class ShingleParams(Params):
     ops' and SimHash's params derive from it and add their own (and ``window_size``'s default)."""
 
     text_key: str = Field("text", description="column holding the document text")
-    tokenization: str = Field("space", description="shingle tokens: 'space' (words), 'punctuation' "
-                              "(pieces between punctuation marks) or 'character'")
+    tokenization: str = Field("space", description="shingle tokens: 'space' (words between spaces, as "
+                              "Data-Juicer splits them: a newline stays inside its word), 'whitespace' (words "
+                              "between runs of any whitespace: re-wrapped copies match), 'punctuation' (pieces "
+                              "between punctuation marks) or 'character'")
     window_size: PositiveInt = Field(5, description="tokens per shingle")
     lowercase: bool = Field(True, description="lowercase the text before shingling")
     ignore_pattern: str | None = Field(None, description="regex whose matches are removed before shingling")
@@ -76,8 +80,8 @@ class ShingleParams(Params):
 
     @classmethod
     def compile_ignore(cls, pattern: str) -> Any:
-        """How the op compiles ``ignore_pattern``: Python's ``re`` here (MinHash, as ``prepare``)."""
-        return re.compile(pattern)
+        """How the op compiles ``ignore_pattern``: as Data-Juicer does (the ``regex`` package's meaning)."""
+        return compile_pattern(pattern)
 
     @field_validator("tokenization")
     @classmethod
@@ -91,12 +95,12 @@ class ShingleParams(Params):
         if value:
             try:
                 cls.compile_ignore(value)
-            except (re.error, ValueError) as exc:
+            except ValueError as exc:
                 raise ValueError(f"ignore_pattern is not a valid regular expression: {exc}") from None
         return value
 
 
-def prepare(text: str | None, lowercase: bool, ignore: re.Pattern[str] | None) -> str:
+def prepare(text: str | None, lowercase: bool, ignore: Any) -> str:
     """DJ's text preparation: lowercase, then remove the ignore pattern's matches."""
     if not text:
         return ""
@@ -119,9 +123,11 @@ def shingle_hashes(
     check_tokenization(tokenization, window_size)
     if hasattr(texts, "to_pylist"):  # a pyarrow (Chunked)Array of strings
         texts = texts.to_pylist()
-    ignore = re.compile(ignore_pattern) if ignore_pattern else None
+    ignore = compile_pattern(ignore_pattern) if ignore_pattern else None
     prepared = [prepare(t, lowercase, ignore) for t in texts]
     if tokenization == "space":  # canonical: words joined by single spaces (C speed; numpy lost)
+        prepared = [" ".join(filter(None, t.split(" "))) for t in prepared]
+    elif tokenization == "whitespace":
         prepared = [" ".join(t.split()) for t in prepared]
     parts_h, counts = [], []
     for lo, hi in _chunks([len(t) for t in prepared]):
@@ -235,7 +241,7 @@ def _hash_chunk(texts: list[str], tokenization: str, w: int) -> tuple[np.ndarray
         left = doc_start[doc] + j
         right = np.minimum(left + w, doc_start[doc + 1])
     else:
-        if tokenization == "space":  # canonical: words joined by single spaces
+        if tokenization in ("space", "whitespace"):  # canonical: words joined by single spaces
             sep = cp == 32
         else:
             sep = _punctuation_mask(cp)

@@ -92,6 +92,8 @@ def shingles(text: str, tokenization: str, window_size: int) -> list[str]:
         return [text[i: i + w] for i in range(len(text) - w + 1)]
     if tokenization == "space":
         tokens = [t for t in text.split(" ") if t]
+    elif tokenization == "whitespace":  # raypress's opt-in: re-wrapped copies shingle alike
+        tokens = text.split()
     elif tokenization == "punctuation":
         tokens = _punctuation().split(text)
     else:

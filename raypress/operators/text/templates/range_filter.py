@@ -19,6 +19,7 @@ class RangeTextFilter(TextFilter[TP]):
     value for one text; stats and reasons are built as plain lists, no per-row dicts."""
 
     stat: ClassVar[str]
+    honours_range_rule = True
     min_param: ClassVar[str] = "min_ratio"
     max_param: ClassVar[str] = "max_ratio"
 
@@ -35,7 +36,7 @@ class RangeTextFilter(TextFilter[TP]):
         return {self.stat: self.stat_value(text)}
 
     def reject(self, stats: dict[str, Any]) -> str | None:
-        return range_reason(stats[self.stat], self.stat, self._lo(), self._hi())
+        return self.range_rule.reason(stats[self.stat], self.stat, self._lo(), self._hi())
 
     def compute_stats(self, table: pa.Table) -> dict[str, Sequence[Any]]:
         texts = table.column(self.params.text_key).to_pylist()
@@ -48,7 +49,9 @@ class RangeTextFilter(TextFilter[TP]):
         return [f(t if t is not None else "") for t in texts]
 
     def drop_reasons(self, stats: dict[str, Sequence[Any]]) -> list[str | None]:
-        lo, hi, name = self._lo(), self._hi(), self.stat
+        lo, hi, name, rule = self._lo(), self._hi(), self.stat, self.range_rule
+        if rule.reversed or not (rule.min_closed and rule.max_closed):
+            return [rule.reason(v, name, lo, hi) for v in stats[name]]
         return [range_reason(v, name, lo, hi) for v in stats[name]]
 
     def _lo(self) -> float:

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 
 from raypress.kernels import anchored_spans
 from raypress.operators.base import TextMapper, TextParams
+from raypress.operators.shared.unicode_regex import compile_pattern
 from raypress.operators.text.templates.anchors import Anchors, sub_anchored
 
 
@@ -27,8 +28,8 @@ def unwrap_raw(pattern: str) -> str:
 class RegexCleanParams(TextParams):
     pattern: str | None = Field(
         default=None,
-        description="Python regular expression to remove (None: the op's built-in pattern); "
-        "matched with re.DOTALL; r'...' quoting is accepted",
+        description="regular expression to remove (None: the op's built-in pattern), with Data-Juicer's "
+        "meaning (the regex package's: \\p{P} works); matched with DOTALL; r'...' quoting is accepted",
     )
     repl: str = Field(default="", description="replacement for each match")
 
@@ -39,9 +40,9 @@ class RegexCleanParams(TextParams):
             return None
         value = unwrap_raw(value)
         try:
-            re.compile(value, re.DOTALL)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
+            compile_pattern(value, re.DOTALL)
+        except ValueError as exc:
+            raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
         return value
 
 
@@ -61,7 +62,7 @@ class RegexCleanMapper(TextMapper[RP]):
     def __init__(self, params: RP, artifacts=None):
         super().__init__(params, artifacts)
         custom = params.pattern is not None
-        self._regex = re.compile(params.pattern if custom else self.default_pattern, re.DOTALL)
+        self._regex = compile_pattern(params.pattern if custom else self.default_pattern, re.DOTALL)
         self._needle = None if custom else self.default_needle
         self._repl = params.repl
         self._anchors = None if custom or not anchored_spans.available() else self.default_anchors

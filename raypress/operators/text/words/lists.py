@@ -3,7 +3,12 @@
 A directory holds JSON files mapping a language code to a list of words; every ``*.json`` file
 whose name contains the list type (``stopwords`` or ``flagged_words``) is read and the lists
 are merged per language.  Data-Juicer downloads its lists when the directory has none; raypress
-ships its own (``raypress/data/wordlists``, see SOURCES.md there) and never downloads.
+ships them and never downloads (``raypress/data/wordlists``, see SOURCES.md there):
+
+- ``bigscience`` (the default, what ``None`` means): Data-Juicer's own defaults, BigScience's
+  lists (English: 301 stop words, 68 flagged words), so a recipe keeps the rows it keeps there;
+- ``stop-words`` (stop words, English 1,333) and ``better-profanity`` (flagged words, English
+  916): larger lists, chosen by naming them as the ``*_dir``.
 """
 
 from __future__ import annotations
@@ -13,13 +18,22 @@ from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
 
-SHIPPED_DIR = Path(str(files("raypress") / "data" / "wordlists"))
+WORDLISTS_DIR = Path(str(files("raypress") / "data" / "wordlists"))
+DEFAULT_LISTS = "bigscience"
+SHIPPED_LISTS = ("bigscience", "stop-words", "better-profanity")  # folders of WORDLISTS_DIR, by name
+SHIPPED_DIR = WORDLISTS_DIR / DEFAULT_LISTS
 ALL_LANGS = "all"
 
 
 def resolve_dir(words_dir: str | None) -> Path:
-    """``None`` means the lists shipped with raypress."""
-    return SHIPPED_DIR if words_dir is None else Path(words_dir).expanduser()
+    """``None``: Data-Juicer's default lists; a shipped list's name (``stop-words``, ...) unless
+    a directory of that name exists here; else the directory itself."""
+    if words_dir is None:
+        return SHIPPED_DIR
+    path = Path(words_dir).expanduser()
+    if words_dir in SHIPPED_LISTS and not path.is_dir():
+        return WORDLISTS_DIR / words_dir
+    return path
 
 
 @lru_cache(maxsize=16)
