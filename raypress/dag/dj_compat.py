@@ -49,8 +49,8 @@ NOTICES: dict[str, str | None] = {
     "hpo_config": "raypress has no auto-HPO; set parameters with `--set NODE.PARAM=VALUE`",
     "data_probe_algo": "no data probing; `raypress analyze` gives stats of the whole dataset",
     "data_probe_ratio": "no data probing; `raypress analyze` gives stats of the whole dataset",
-    "custom_operator_paths": "raypress loads registered ops only; `python_lambda_mapper` runs code "
-                             "from the file under `settings.allow_code: true`",
+    "custom_operator_paths": "raypress loads registered ops only; `python_lambda_mapper` and "
+                             "`python_file_mapper` run code under `settings.allow_code: true`",
     "open_insight_mining": "not available in raypress",
     "op_list_to_mine": "not available in raypress",
     "notification": "raypress sends no notifications; events.jsonl in the run directory has every event",
@@ -111,15 +111,12 @@ UNAVAILABLE: dict[str, str] = {
     "detect_main_character_mapper": f"{_VISION} and {_LLM}",
     # text ops driven by LLMs or downloaded text models
     **{name: _LLM for name in (
-        "llm_analysis_filter", "llm_difficulty_score_filter", "llm_perplexity_filter", "llm_quality_score_filter",
+        "llm_perplexity_filter",
         "llm_task_relevance_filter", "in_context_influence_filter", "instruction_following_difficulty_filter",
-        "calibrate_qa_mapper", "calibrate_query_mapper", "calibrate_response_mapper", "dialog_intent_detection_mapper",
+        "dialog_intent_detection_mapper",
         "dialog_sentiment_detection_mapper", "dialog_sentiment_intensity_mapper", "dialog_topic_detection_mapper",
-        "extract_entity_attribute_mapper", "extract_entity_relation_mapper", "extract_event_mapper",
-        "extract_keyword_mapper", "extract_nickname_mapper", "extract_support_text_mapper",
-        "generate_qa_from_examples_mapper", "generate_qa_from_text_mapper", "optimize_prompt_mapper",
-        "optimize_qa_mapper", "optimize_query_mapper", "optimize_response_mapper", "pair_preference_mapper",
-        "relation_identity_mapper", "sentence_augmentation_mapper", "entity_attribute_aggregator",
+        "generate_qa_from_examples_mapper", "optimize_prompt_mapper",
+        "entity_attribute_aggregator",
         "meta_tags_aggregator", "most_relevant_entities_aggregator", "nested_aggregator")},
     "query_intent_detection_mapper": f"{_TEXT_MODEL} (classifier)",
     "query_sentiment_detection_mapper": f"{_TEXT_MODEL} (classifier)",

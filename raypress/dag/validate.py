@@ -480,7 +480,7 @@ def _check_code(nodes: dict[str, VNode], specs: dict, spec: PipelineSpec) -> lis
                                     "not a parameter", node=nid, key="allow_code"))
         elif not allowed:
             problems.append(Problem(spec.doc.file, spec.line(ns.path + ("op",)) or spec.line(ns.path),
-                                    f"{node.op_cls.name} runs Python code from the pipeline file; set "
+                                    f"{node.op_cls.name} runs Python code given in the pipeline file; set "
                                     "`settings.allow_code: true` to run it (a service never does)",
                                     node=nid, key="op"))
         elif node.params is not None:
