@@ -112,7 +112,7 @@ UNAVAILABLE: dict[str, str] = {
     # text ops driven by LLMs or downloaded text models
     **{name: _LLM for name in (
         "llm_perplexity_filter",
-        "llm_task_relevance_filter", "in_context_influence_filter", "instruction_following_difficulty_filter",
+        "in_context_influence_filter", "instruction_following_difficulty_filter",
         "dialog_intent_detection_mapper",
         "dialog_sentiment_detection_mapper", "dialog_sentiment_intensity_mapper", "dialog_topic_detection_mapper",
         "generate_qa_from_examples_mapper", "optimize_prompt_mapper",
