@@ -146,11 +146,11 @@ def dj_python() -> Path | None:
 
 
 def dj_env(base: Path) -> dict[str, str]:
-    """Data-Juicer offline: its word lists (the same files raypress ships) in its assets cache."""
+    """Data-Juicer offline: its default word lists (BigScience's, which raypress ships) in its assets cache."""
     assets = base / "assets"
     assets.mkdir(parents=True, exist_ok=True)
     for name in ("stopwords.json", "flagged_words.json"):
-        shutil.copy(REPO / "raypress" / "data" / "wordlists" / name, assets / name)
+        shutil.copy(REPO / "raypress" / "data" / "wordlists" / "bigscience" / name, assets / name)
     return {**os.environ, "DATA_JUICER_ASSETS_CACHE": str(assets), "HF_DATASETS_OFFLINE": "1",
             "HF_HOME": str(base / "hf"), "PYTHONPATH": ""}
 

@@ -183,7 +183,7 @@ class PlantedSet:
 
 # -- shingles and exact Jaccard ---------------------------------------------------------------------
 def shingles(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The op's own shingle hashes (space tokens, window 5, lowercase): flat uint32 + offsets."""
+    """The op's own shingle hashes (``TOKENIZATION`` tokens, window 5, lowercase): flat uint32 + offsets."""
     from raypress.operators.dedup.minhash.shingles import shingle_hashes
 
     return shingle_hashes(list(texts), TOKENIZATION, WINDOW, True, None)
@@ -645,7 +645,9 @@ def cached(cfg: PlantConfig, root: str | Path = Path(__file__).resolve().parent 
     """``make_planted(cfg)`` saved under ``root/planted-<hash of cfg>``; loaded if already there."""
     import hashlib
 
-    key = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    # the ground truth's shingling is part of what is built: a corpus made with another one is not reused
+    key = hashlib.sha256(json.dumps({**asdict(cfg), "tokenization": TOKENIZATION}, sort_keys=True)
+                         .encode()).hexdigest()[:12]
     folder = Path(root) / f"planted-{key}"
     if (folder / "meta.json").is_file():
         return PlantedSet.load(folder), folder

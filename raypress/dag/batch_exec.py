@@ -81,12 +81,12 @@ def carried_stats(table: pa.Table, stats: dict[str, Any]) -> dict[str, Any]:
     col = table.column(STATS_COL).combine_chunks()
     if not pa.types.is_struct(col.type):
         return stats
-    names = {col.type.field(i).name: i for i in range(col.type.num_fields)}
+    fields = dict(zip((col.type.field(i).name for i in range(col.type.num_fields)), col.flatten()))
     out = dict(stats)
     for name, values in stats.items():
-        if name not in names:
+        if name not in fields:
             continue
-        carried = col.field(names[name]).to_pylist()
+        carried = fields[name].to_pylist()  # flatten: a row whose whole struct is null carries nothing
         out[name] = [new if old is None else old for old, new in zip(carried, values)]
     return out
 

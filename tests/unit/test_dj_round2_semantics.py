@@ -219,6 +219,7 @@ def test_a_stat_the_row_carries_is_kept_as_data_juicer_keeps_it():
 
     texts = ["abcabcabcabcabcabcabcabcabcabc", "a fairly ordinary sentence of English prose."]
     carried = pa.array([{"char_rep_ratio": 0.0}, None], pa.struct([("char_rep_ratio", pa.float64())]))
+    assert carried.field(0).to_pylist() == [0.0, 0.0]  # a null struct's field reads 0.0 unless flattened
     table = pa.table({"id": ["a", "b"], "text": texts, STATS_COL: carried})
     op_cls = CharacterRepetitionFilter
     out = StreamingOpRunner(op_cls, op_cls.Params(), None, "cr")(table)
@@ -261,3 +262,29 @@ def test_runtime_keys_cover_data_juicers_op_base_class():
                "video_special_token", "eoc_special_token", "stats_export_path", "min_closed_interval",
                "max_closed_interval", "reversed_range"}
     assert op_keys == set(RUNTIME_KEYS)
+
+
+def data_juicer_signature_input(text: str, w: int = 5) -> list[int]:
+    """Data-Juicer 1.6.1's compute_hash up to the permutations, as written there: lowercase,
+    split_on_whitespace, shingles over range(len(tokens) - w + 1), sha1_hash32 of their UTF-8."""
+    import hashlib
+    import struct
+
+    tokens = [t for t in text.lower().split(" ") if t]
+    shingles = {" ".join(tokens[i: i + w]).encode() for i in range(len(tokens) - w + 1)}
+    return sorted({struct.unpack("<I", hashlib.sha1(s).digest()[:4])[0] for s in shingles})
+
+
+def test_sha1_shingle_hash_gives_data_juicers_hashes_and_rows():
+    from raypress.operators.dedup.minhash.shingles import shingle_hashes
+
+    texts = [real_prose(), textwrap.fill(real_prose(), 60)] + [r["text"] for r in
+                                                                 MINHASH_CASES["test_english_deduplication"]["ds_list"]]
+    hashes, offsets = shingle_hashes(texts, "space", 5, True, None, "sha1")
+    for i, text in enumerate(texts):
+        if len([t for t in text.split(" ") if t]) >= 5:  # shorter ones: raypress's one shingle (the README's table)
+            assert hashes[offsets[i]:offsets[i + 1]].tolist() == data_juicer_signature_input(text)
+    spec = MINHASH_CASES["test_english_deduplication"]
+    for cls, params in MINHASH_OPS.values():
+        op = cls(params(shingle_hash="sha1", **spec["params"]))
+        assert minhash_kept(op, [r["text"] for r in spec["ds_list"]]) == [r["text"] for r in spec["tgt_list"]]

@@ -29,7 +29,7 @@ import contextlib
 import dataclasses
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Literal, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -84,6 +84,9 @@ class MinhashParams(ShingleParams):
                          "before they count as duplicates (removes LSH false positives; costs a "
                          "second read of the candidates' texts)")
     seed: int = Field(42, description="seed of the MinHash permutations (Data-Juicer's: 42)")
+    shingle_hash: Literal["polynomial", "sha1"] = Field(
+        "polynomial", description="how a shingle becomes 32 bits: 'polynomial' (vectorised, ~9x faster) or "
+        "'sha1' (Data-Juicer's sha1_hash32: with its seed, the same signatures, so the same candidate pairs)")
 
     @field_validator("tokenizer_model")
     @classmethod
@@ -137,7 +140,7 @@ class MinhashDeduplicator(Deduplicator[MP]):
         return LSHConfig(op=self.name, text_key=p.text_key, tokenization=p.tokenization,
                          window_size=p.window_size, lowercase=p.lowercase, ignore_pattern=p.ignore_pattern,
                          num_perm=p.num_permutations, num_bands=b, rows_per_band=r, seed=p.seed,
-                         threshold=p.jaccard_threshold, chunk_rows=self.chunk_rows())
+                         threshold=p.jaccard_threshold, chunk_rows=self.chunk_rows(), shingle_hash=p.shingle_hash)
 
     def apply(self, ds: "ray.data.Dataset", ctx: RunContext) -> "ray.data.Dataset":
         p = self.params

@@ -68,6 +68,7 @@ class LSHConfig:
     threshold: float
     chunk_rows: int = 4096
     device: str = "cpu"  # "cuda": signatures by the Triton kernel on the task's GPU (Data-Juicer's accelerator)
+    shingle_hash: str = "polynomial"  # or "sha1": Data-Juicer's shingle hash (shingles.shingle_hashes)
 
 
 @functools.lru_cache(maxsize=4)
@@ -171,7 +172,8 @@ def band_rows(table: pa.Table, cfg: LSHConfig) -> pa.Table:
     keys, which = [], []
     for lo in range(0, len(rows), cfg.chunk_rows):
         chunk = texts[lo: lo + cfg.chunk_rows]
-        hashes, offsets = shingle_hashes(chunk, cfg.tokenization, cfg.window_size, cfg.lowercase, cfg.ignore_pattern)
+        hashes, offsets = shingle_hashes(chunk, cfg.tokenization, cfg.window_size, cfg.lowercase, cfg.ignore_pattern,
+                                         cfg.shingle_hash)
         has = np.flatnonzero(offsets[1:] > offsets[:-1])
         if len(has) == 0:
             continue
@@ -248,7 +250,8 @@ def member_shingles(block: pa.Table, members: pa.Table | IdIndex, cfg: LSHConfig
         return found.append_column(SHINGLES, pa.array([], pa.large_list(pa.uint32())))
     docs, at = np.unique(rows, return_inverse=True)
     texts = texts_at(block, cfg.text_key, pa.array(docs, pa.int64()))
-    hashes, offsets = shingle_hashes(texts, cfg.tokenization, cfg.window_size, cfg.lowercase, cfg.ignore_pattern)
+    hashes, offsets = shingle_hashes(texts, cfg.tokenization, cfg.window_size, cfg.lowercase, cfg.ignore_pattern,
+                                     cfg.shingle_hash)
     sets = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(hashes, pa.uint32()))
     return found.append_column(SHINGLES, sets.take(pa.array(at, pa.int64())))
 

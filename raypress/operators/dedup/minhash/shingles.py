@@ -35,6 +35,7 @@ other (short rows lost); here it is one shingle of all its tokens.
 from __future__ import annotations
 
 import functools
+import hashlib
 import unicodedata
 from typing import Any, Sequence
 
@@ -47,6 +48,7 @@ from raypress.operators.dedup.hashing import fmix64
 from raypress.operators.shared.unicode_regex import compile_pattern
 
 TOKENIZATIONS = ("space", "whitespace", "punctuation", "character")
+SHINGLE_HASHES = ("polynomial", "sha1")
 HASH_BASE = 0x100000001B3  # FNV's 64-bit prime: odd, so invertible mod 2**64
 _S32 = np.uint64(32)
 CHUNK_CHARS = 1 << 20  # code points per vectorised pass: work arrays ~50 MB, powers 16 MB
@@ -117,14 +119,21 @@ def shingle_hashes(
     window_size: int,
     lowercase: bool = True,
     ignore_pattern: str | None = None,
+    shingle_hash: str = "polynomial",
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(hashes, offsets)``: uint32 shingle hashes of all documents (each document's sorted,
-    without repeats) and int64 offsets (n+1): document i is ``hashes[offsets[i]:offsets[i+1]]``."""
+    without repeats) and int64 offsets (n+1): document i is ``hashes[offsets[i]:offsets[i+1]]``.
+    ``shingle_hash``: ``polynomial`` (vectorised, see the module) or ``sha1`` (Data-Juicer's
+    ``sha1_hash32`` of each shingle's UTF-8 bytes, one at a time: its signatures exactly)."""
     check_tokenization(tokenization, window_size)
     if hasattr(texts, "to_pylist"):  # a pyarrow (Chunked)Array of strings
         texts = texts.to_pylist()
     ignore = compile_pattern(ignore_pattern) if ignore_pattern else None
     prepared = [prepare(t, lowercase, ignore) for t in texts]
+    if shingle_hash == "sha1":
+        return _sha1_hashes(prepared, tokenization, window_size)
+    if shingle_hash != "polynomial":
+        raise ValueError(f"unknown shingle_hash {shingle_hash!r}; expected one of {SHINGLE_HASHES}")
     if tokenization == "space":  # canonical: words joined by single spaces (C speed; numpy lost)
         prepared = [" ".join(filter(None, t.split(" "))) for t in prepared]
     elif tokenization == "whitespace":
@@ -139,6 +148,38 @@ def shingle_hashes(
         np.cumsum(np.concatenate(counts), out=offsets[1:])
     hashes = np.concatenate(parts_h) if parts_h else np.zeros(0, dtype=np.uint32)
     return hashes, offsets
+
+
+def shingle_strings(text: str, tokenization: str, w: int) -> list[str]:
+    """The shingles of one prepared text as strings (what both hashes hash; none for an empty
+    text, one of all its tokens when it has fewer than ``w``)."""
+    if not text:
+        return []
+    if tokenization == "character":
+        return [text[i: i + w] for i in range(max(len(text) - w + 1, 1))]
+    if tokenization == "space":
+        tokens = [t for t in text.split(" ") if t]
+    elif tokenization == "whitespace":
+        tokens = text.split()
+    else:
+        tokens = compile_pattern(r"\p{P}").split(text)
+    if not tokens:
+        return []
+    return [" ".join(tokens[i: i + w]) for i in range(max(len(tokens) - w + 1, 1))]
+
+
+def sha1_hash32(shingle: str) -> int:
+    """Data-Juicer's (and datasketch's) ``sha1_hash32``: the SHA-1 digest's first 4 bytes, little-endian."""
+    return int.from_bytes(hashlib.sha1(shingle.encode("utf-8", "surrogatepass")).digest()[:4], "little")
+
+
+def _sha1_hashes(prepared: list[str], tokenization: str, w: int) -> tuple[np.ndarray, np.ndarray]:
+    per_doc = [np.unique(np.fromiter(map(sha1_hash32, shingle_strings(t, tokenization, w)), dtype=np.uint32))
+               for t in prepared]
+    offsets = np.zeros(len(prepared) + 1, dtype=np.int64)
+    np.cumsum([len(h) for h in per_doc], out=offsets[1:])
+    hashes = np.concatenate(per_doc) if per_doc else np.zeros(0, dtype=np.uint32)
+    return hashes.astype(np.uint32, copy=False), offsets
 
 
 def shingle_sets(
