@@ -158,7 +158,7 @@ def coverage_report(coverage: dict[str, tuple[str, str]]) -> str:
     lines = [f"{op:<48} {status:<12} {detail}" for op, (status, detail) in coverage.items()]
     lines.append("")
     lines.append(f"Data-Juicer's {len(coverage)} ops: {counts['raypress']} in raypress, {counts['unavailable']} "
-                 f"unavailable (a model, service or decoder raypress cannot ship), {counts['missing']} missing")
+                 f"unavailable (each naming what it needs), {counts['missing']} missing")
     return "\n".join(lines)
 
 

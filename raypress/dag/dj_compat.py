@@ -67,6 +67,8 @@ _VIDEO = "video decoding and vision models"
 _LLM = "an LLM (an API or downloaded weights)"
 _VISION = "a downloaded vision model"
 _TEXT_MODEL = "a downloaded text model"
+_LOGPROBS = "a local Hugging Face model's token log-probabilities (an API's chat answers do not give them)"
+_BATCHED = "Data-Juicer's batched samples (a grouper's output), which raypress's rows do not have"
 
 # Data-Juicer ops (from data_juicer/ops/*/ at c07c2d7) that need what raypress cannot ship here.
 UNAVAILABLE: dict[str, str] = {
@@ -109,15 +111,23 @@ UNAVAILABLE: dict[str, str] = {
     "detect_character_attributes_mapper": f"{_VISION} and {_LLM}",
     "detect_character_locations_mapper": f"{_VISION} and {_LLM}",
     "detect_main_character_mapper": f"{_VISION} and {_LLM}",
-    # text ops driven by LLMs or downloaded text models
-    **{name: _LLM for name in (
-        "llm_perplexity_filter",
-        "in_context_influence_filter", "instruction_following_difficulty_filter",
-        "dialog_intent_detection_mapper",
-        "dialog_sentiment_detection_mapper", "dialog_sentiment_intensity_mapper", "dialog_topic_detection_mapper",
-        "generate_qa_from_examples_mapper", "optimize_prompt_mapper",
-        "entity_attribute_aggregator",
-        "meta_tags_aggregator", "most_relevant_entities_aggregator", "nested_aggregator")},
+    # text ops driven by LLMs or downloaded text models (the API-driven ones are raypress ops:
+    # raypress/operators/llm/)
+    **{name: _LOGPROBS for name in (
+        "llm_perplexity_filter", "in_context_influence_filter", "instruction_following_difficulty_filter")},
+    **{name: "an LLM op over a dialog's history, which raypress's LLM ops do not cover yet" for name in (
+        "dialog_intent_detection_mapper", "dialog_sentiment_detection_mapper", "dialog_sentiment_intensity_mapper",
+        "dialog_topic_detection_mapper")},
+    "generate_qa_from_examples_mapper": "its ROUGE-L choice of seed examples, not in raypress's LLM ops yet",
+    "optimize_prompt_mapper": "a mapper that turns a batch of prompts into more rows (raypress's mappers keep "
+                              "rows one to one)",
+    # Data-Juicer's batched samples: groupers make them, aggregators read them
+    **{name: _BATCHED for name in (
+        "entity_attribute_aggregator", "meta_tags_aggregator", "most_relevant_entities_aggregator",
+        "nested_aggregator", "naive_grouper", "naive_reverse_grouper", "key_value_grouper")},
+    "human_preference_annotation_mapper": "a Label Studio server",
+    "text_pair_similarity_filter": f"{_TEXT_MODEL} (CLIP)",
+    "general_fused_op": "Data-Juicer's own op fusion (Ray Data fuses consecutive ops itself)",
     "query_intent_detection_mapper": f"{_TEXT_MODEL} (classifier)",
     "query_sentiment_detection_mapper": f"{_TEXT_MODEL} (classifier)",
     "query_topic_detection_mapper": f"{_TEXT_MODEL} (classifier)",
