@@ -12,6 +12,7 @@ are stopped.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -48,10 +49,19 @@ def _descriptions() -> list[str]:
 
 
 def _delete_every(text: str, step: int, offset: int) -> str:
-    """The text without every `step`-th word from `offset`: a near copy (Jaccard of word 5-shingles
-    about (1 - 5/step) / (1 + 4/step): 0.91 for 100, far enough above 0.7 that LSH never misses it)."""
-    words = text.split()
-    return " ".join(w for i, w in enumerate(words) if (i - offset) % step)
+    """The text without every `step`-th word from `offset` (and the whitespace after it), its line
+    breaks kept: a near copy under Data-Juicer's `space` words too (Jaccard of word 5-shingles about
+    (1 - 5/step) / (1 + 4/step): 0.91 for 100, far enough above 0.7 that LSH never misses it)."""
+    parts = re.split(r"(\s+)", text)  # words at even positions, the whitespace after each at odd ones
+    out, i = [], 0
+    for k in range(0, len(parts), 2):
+        word, after = parts[k], parts[k + 1] if k + 1 < len(parts) else ""
+        if word and (i - offset) % step == 0:
+            i += 1
+            continue
+        out.append(word + after)
+        i += bool(word)
+    return "".join(out)
 
 
 def write_corpus(root: Path) -> dict[str, str]:
