@@ -108,9 +108,13 @@ def processes_of(roots: Sequence[int], temp_dir: str | None) -> list[int]:
 
 def stop_processes(procs: Sequence[subprocess.Popen], temp_dir: str | None) -> None:
     """SIGTERM the nodes' processes, SIGKILL what is left after a grace period (`temp_dir`: also
-    the processes naming it; None: the trees only)."""
+    the processes naming it; None: the trees only).
+
+    The grace is short: the processes that stop on SIGTERM do so within half a second, and some
+    never do (`ray start --block`, the raylets, the runtime-env agent stayed up 8 s after it, every
+    time), so a longer grace only delayed each cluster's teardown by its whole length."""
     pids = processes_of([p.pid for p in procs], temp_dir)
-    for sig, grace_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+    for sig, grace_s in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 5.0)):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):  # already gone
                 os.kill(pid, sig)

@@ -3,7 +3,9 @@
 The head is a separate `ray start --head --block` process with its own ports, temp dir and auth
 token (tests/ray_cluster.py), so it never meets the in-process Ray that the `ray_session` fixture
 starts for other tests (this file does not use that fixture), and only its own processes are
-stopped.
+stopped. One head serves the module: its jobs' `python` is a wrapper that can be switched to a
+Python lacking raypress's dependencies (`python_switch`), so the test of that error needs no
+second head.
 """
 
 from __future__ import annotations
@@ -88,9 +90,37 @@ def write_pipeline(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ray_head() -> Iterator[Cluster]:
-    """A private local Ray head (2 CPUs); torn down after the module."""
-    with local_cluster(num_cpus=2) as cluster:
+def python_switch(tmp_path_factory) -> Path:
+    """The file that decides what the head's `python` hides (empty: nothing; `typer,rich`: the
+    Python of `test_a_cluster_python_without_raypress_deps_is_named_before_submitting`).
+
+    The head's PATH leads to a wrapper `python` that execs this interpreter, with HIDER loaded when
+    the file names modules: every job resolves `python` when it starts, so one head serves both the
+    tests that need a complete Python and the one that needs a broken one (a second head cost a
+    cluster start-up)."""
+    root = tmp_path_factory.mktemp("job_python")
+    hider = root / "hider"
+    hider.mkdir()
+    (hider / "sitecustomize.py").write_text(HIDER)
+    switch = root / "hide"
+    switch.write_text("")
+    wrapper = root / "bin" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nhide=$(cat "{switch}")\n'
+                       f'if [ -n "$hide" ]; then\n'
+                       f'  PYTHONPATH="{hider}:$PYTHONPATH" RAYPRESS_HIDE="$hide" exec "{sys.executable}" "$@"\n'
+                       f'fi\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return switch
+
+
+@pytest.fixture(scope="module")
+def ray_head(python_switch) -> Iterator[Cluster]:
+    """A private local Ray head (2 CPUs) whose jobs' `python` is `python_switch`'s wrapper; torn down
+    after the module."""
+    env = clean_env()
+    env["PATH"] = os.pathsep.join([str(python_switch.parent / "bin"), env["PATH"]])
+    with local_cluster(num_cpus=2, env=env) as cluster:
         yield cluster
 
 
@@ -102,13 +132,27 @@ def submit(head: Cluster, pipeline: Path | str, *args: str, cwd: Path = REPO) ->
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.fixture(scope="module")
+def smoke_folder(tmp_path_factory) -> Path:
+    """The smoke pipeline's folder (pipeline.yaml, docs.jsonl), shared by the tests that submit it
+    fresh and run it: run directories beside it, one per test."""
+    return write_pipeline(tmp_path_factory.mktemp("smoke") / "pipeline").parent
+
+
+@pytest.fixture(scope="module")
+def fresh_submission(ray_head, smoke_folder) -> tuple[int, str, Path]:
+    """One `raypress submit` of the smoke pipeline into a fresh run directory, from the pipeline's
+    folder with every path relative (each means what it means to `run` there): (exit code, output,
+    run directory). Two tests check it: what the job wrote, and that it ran the same resolved file
+    as `raypress run` (one job instead of two alike)."""
+    code, output = submit(ray_head, "pipeline.yaml", "--run-dir", "../submitted", "--set", "long.min_num=3",
+                          cwd=smoke_folder)
+    return code, output, smoke_folder.parent / "submitted"
+
+
 @pytest.mark.integration
-def test_submit_runs_pipeline_on_a_ray_head(ray_head, tmp_path):
-    pipeline = write_pipeline(tmp_path / "pipeline")
-    run_dir = tmp_path / "run"
-    # from the pipeline's folder, every path relative: each means what it means to `run` there
-    code, output = submit(ray_head, pipeline.name, "--run-dir", "../run", "--set", "long.min_num=3",
-                          cwd=pipeline.parent)
+def test_submit_runs_pipeline_on_a_ray_head(ray_head, fresh_submission):
+    code, output, run_dir = fresh_submission
     assert code == 0, ray_head.explain(output)
     assert "cluster check: ok" in output
     assert "SUCCEEDED" in output
@@ -144,12 +188,13 @@ def _skipped(run_dir: Path) -> list[str]:
 
 
 @pytest.mark.integration
-def test_run_resume_submit_and_the_resolved_file_run_one_resolved_pipeline(ray_head, tmp_path):
+def test_run_resume_submit_and_the_resolved_file_run_one_resolved_pipeline(ray_head, smoke_folder,
+                                                                           fresh_submission):
     """`raypress run`, the same command again (a resume), `raypress run RUN_DIR/pipeline.yaml` and
     `raypress submit` run the same resolved file: same text, same config hashes, same outputs."""
-    pipeline = write_pipeline(tmp_path / "pipeline")
+    pipeline = smoke_folder / "pipeline.yaml"
     here = pipeline.parent
-    a, b = tmp_path / "A", tmp_path / "B"
+    a = here.parent / "A"
 
     def run(*args: str) -> None:
         proc = subprocess.run([sys.executable, "-m", "raypress.cli", "run", *args], cwd=here, env=clean_env(),
@@ -170,7 +215,7 @@ def test_run_resume_submit_and_the_resolved_file_run_one_resolved_pipeline(ray_h
     assert code == 0, ray_head.explain(output)  # on the cluster: the same hashes, so nothing to do
     assert _skipped(a) == ["docs", "long", "out"] and (a / "pipeline.yaml").read_text() == text
 
-    code, output = submit(ray_head, pipeline.name, "--run-dir", "../B", "--set", "long.min_num=3", cwd=here)
+    code, output, b = fresh_submission
     assert code == 0, ray_head.explain(output)  # a fresh run there: the same file but for its run directory
     assert (b / "pipeline.yaml").read_text() == text.replace(str(a), str(b))
     assert _skipped(b) == [] and _written(b) == outputs
@@ -275,24 +320,22 @@ def test_quickstart_submitted_from_the_repo_root_runs(ray_head, tmp_path):
 
 
 @pytest.mark.integration
-def test_a_cluster_python_without_raypress_deps_is_named_before_submitting(tmp_path):
+def test_a_cluster_python_without_raypress_deps_is_named_before_submitting(ray_head, python_switch, tmp_path):
     """The job's `python` (first on the head's PATH) has ray but not typer or rich: the command
     stops before the pipeline is submitted and names both fixes, no traceback."""
-    hider = tmp_path / "hider"
-    hider.mkdir()
-    (hider / "sitecustomize.py").write_text(HIDER)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "python"
-    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{hider}:$PYTHONPATH" RAYPRESS_HIDE=typer,rich '
-                       f'exec "{sys.executable}" "$@"\n')
-    wrapper.chmod(0o755)
-    env = clean_env()
-    env["PATH"] = os.pathsep.join([str(bin_dir), env["PATH"]])
     pipeline = write_pipeline(tmp_path / "pipeline")
-    with local_cluster(num_cpus=1, env=env) as head:
+    head = ray_head
+
+    def jobs_now() -> list[dict]:
+        return api_get(f"{head.url}/api/jobs/", head.token)
+
+    before = {j["submission_id"] for j in jobs_now()}  # the module's other tests' jobs: not this one's
+    python_switch.write_text("typer,rich")
+    try:
         code, output = submit(head, pipeline, "--run-dir", str(tmp_path / "run"), cwd=pipeline.parent)
-        jobs = api_get(f"{head.url}/api/jobs/", head.token)
+    finally:
+        python_switch.write_text("")
+    jobs = [j for j in jobs_now() if j["submission_id"] not in before]
     assert code == 2, head.explain(output)
     error = next(line for line in output.splitlines() if line.startswith("error: "))
     assert "lacks typer, rich (raypress's dependencies)" in error
