@@ -13,6 +13,7 @@ without complaint (the same meaning, and ``re`` is faster on the common cases), 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import warnings
@@ -38,10 +39,8 @@ def compile_pattern(pattern: str, flags: int = 0) -> "re.Pattern[str] | regex.Pa
     ``split``, ``search``, ``finditer``, ``findall`` alike."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # "possible nested set": regex reads it otherwise
-        try:
+        with contextlib.suppress(re.error, FutureWarning):  # re refuses it or reads it otherwise: regex below
             return re.compile(pattern, flags)
-        except (re.error, FutureWarning):
-            pass
     try:
         return regex.compile(pattern, _regex_flags(flags))
     except regex.error as exc:

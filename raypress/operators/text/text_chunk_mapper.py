@@ -60,9 +60,8 @@ def chunk_text(text: str, max_len: int | None, split_pattern: str | None, overla
     chunks = []
     while len(text) > max_len:
         window = text[:max_len]
-        last = None
-        for last in separator.finditer(window):
-            pass
+        matches = list(separator.finditer(window))
+        last = matches[-1] if matches else None  # the window's last separator
         if last is None or last.end() == 0:
             chunks.append(window)
             text = text[max_len - overlap_len:]

@@ -13,6 +13,7 @@ cannot help.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import random
 import threading
@@ -97,17 +98,13 @@ def retry_after_seconds(headers: httpx.Headers, now: float | None = None) -> flo
     """The server's wish, in seconds: ``retry-after-ms``, or ``Retry-After`` as seconds or an HTTP date."""
     ms = headers.get("retry-after-ms")
     if ms is not None:
-        try:
+        with contextlib.suppress(ValueError):  # not a number: try Retry-After
             return float(ms) / 1000
-        except ValueError:
-            pass
     value = headers.get("retry-after")
     if value is None:
         return None
-    try:
+    with contextlib.suppress(ValueError):  # not seconds: an HTTP date, below
         return float(value)
-    except ValueError:
-        pass
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -105,14 +105,16 @@ class LLMOp:
         """The row's output values (a column or meta field left out keeps its value); raise to quarantine."""
         return self.row_outputs(row, self.ask(self.build_messages(row), self.parse_output))
 
+    # The three steps of the default ``answer_row``: an op implements them, or ``answer_row`` itself
+    # (ops that ask several times per row), so they are not abstract.
     def build_messages(self, row: dict[str, Any]) -> list[dict[str, str]]:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} implements neither build_messages nor answer_row")
 
     def parse_output(self, raw: str) -> Any:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} implements neither parse_output nor answer_row")
 
     def row_outputs(self, row: dict[str, Any], parsed: Any) -> dict[str, Any]:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} implements neither row_outputs nor answer_row")
 
     def request_fields(self) -> dict[str, Any]:
         """What every request sends besides the model and the messages."""

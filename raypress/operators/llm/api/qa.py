@@ -4,6 +4,7 @@ a part the answer leaves empty keeps its value."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -27,8 +28,9 @@ class QARewrite(LLMMapper[QP]):
     def output_columns(self) -> dict[str, pa.DataType]:
         return {self.params.query_key: pa.string(), self.params.response_key: pa.string()}
 
+    @abstractmethod
     def build_input(self, row: dict[str, Any]) -> str:
-        raise NotImplementedError
+        """The user message for one row."""
 
     def build_messages(self, row: dict[str, Any]) -> list[dict[str, str]]:
         return system_and_user(self.system_prompt, self.build_input(row))
