@@ -16,6 +16,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 
 CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -128,16 +129,30 @@ def end_now(exit_code: int) -> None:
 
     For a run whose supervisor died (SIGHUP): nobody reads its output or waits for it, its ledger
     and events are written, and Ray's orderly shutdown took 2-4 s more; a connected cluster's
-    processes are not this process's children and are left alone."""
+    processes are not this process's children and are left alone.  Whatever goes wrong while it
+    looks for them, this process ends."""
+    try:
+        _kill_own_ray()
+    finally:
+        os._exit(exit_code)
+
+
+def _kill_own_ray(rounds: int = 3, pause_s: float = 0.05) -> None:
+    """SIGKILL this process's descendants and every process of a Ray session it started, those
+    re-parented away included (a DashboardAgent outlived the run when its raylet went first), until
+    a look finds none (one that forked while they were being killed is found by the next look)."""
     from raypress.dag.ray_compat import own_session_dir
-    from raypress.dag.supervisor import descendants, session_processes
+    from raypress.dag.supervisor import descendants, processes_of_sessions_started_by, session_processes
 
     me = os.getpid()
     session = own_session_dir()
-    # Ray's processes below this one, and those of its own session already re-parented away (a
-    # dashboard agent outlived the run when its raylet went first)
-    doomed = set(descendants(me)) | set(session_processes(session) if session else [])
-    for pid in doomed - {me}:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    os._exit(exit_code)
+    for _ in range(rounds):
+        doomed = set(descendants(me)) | set(processes_of_sessions_started_by(me))
+        doomed |= set(session_processes(session)) if session else set()
+        doomed.discard(me)
+        if not doomed:
+            return
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(pause_s)

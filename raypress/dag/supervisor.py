@@ -286,18 +286,34 @@ def session_processes(session_dir: str) -> list[int]:
     killed run outlived it by 30 s and more on a loaded machine, found by neither the process tree
     nor its command line.  Only titled processes count by their files: a user's ``tail -f`` of a
     session log is not the run's to end."""
+    folder = re.compile(re.escape(session_dir.rstrip("/")) + r"(?![\w.-])")
+    return _processes_of(lambda text: folder.search(text) is not None)
+
+
+def processes_of_sessions_started_by(driver_pid: int) -> list[int]:
+    """Live processes of every Ray session ``driver_pid`` started, found as :func:`session_processes`
+    finds them: Ray names a session's folder ``session_<date>_<time>_<usec>_<driver pid>``.  Why not
+    only the driver's current session: a start-up that Ray gave up on (the embedded start is tried
+    again on a loaded machine) leaves a session the driver no longer knows, whose agents outlived
+    the run."""
+    folder = re.compile(rf"/session_\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_{driver_pid}(?!\d)")
+    return _processes_of(lambda path: folder.search(path) is not None)
+
+
+def _processes_of(in_session: Callable[[str], bool]) -> list[int]:
+    """Live processes whose command line, or (titled ``ray::...`` ones only) one of whose open files'
+    paths, ``in_session`` accepts."""
     found = []
     for pid in _pids():
         cmdline = _cmdline(pid)
-        if (session_dir in cmdline or (cmdline.startswith("ray::") and _holds_file_in(pid, session_dir))) \
-                and _alive(pid):
+        if (in_session(cmdline) or (cmdline.startswith("ray::") and _holds_file(pid, in_session))) and _alive(pid):
             found.append(pid)
     return found
 
 
-def _holds_file_in(pid: int, folder: str) -> bool:
-    """Whether ``pid`` has a file below ``folder`` open (False where its fds cannot be read)."""
-    prefix = folder.rstrip("/") + "/"
+def _holds_file(pid: int, in_session: Callable[[str], bool]) -> bool:
+    """Whether ``pid`` has a file open whose path ``in_session`` accepts (False where its fds cannot
+    be read)."""
     try:
         fds = os.scandir(f"/proc/{pid}/fd")
     except OSError:
@@ -305,7 +321,7 @@ def _holds_file_in(pid: int, folder: str) -> bool:
     with fds:
         for fd in fds:
             try:
-                if os.readlink(fd.path).startswith(prefix):
+                if in_session(os.readlink(fd.path)):
                     return True
             except OSError:
                 continue
@@ -356,9 +372,12 @@ def descendants(root: int) -> dict[int, str]:
             continue
         if _state(stat) not in DEAD_STATES:
             name_end = stat.rfind(")")
+            fields = stat[name_end + 2:].split()
+            if len(fields) < 2 or not fields[1].isdigit():  # a line cut short as its process ended
+                continue
             pid = int(entry.name)
             names[pid] = stat[stat.find("(") + 1:name_end]
-            parent[pid] = int(stat[name_end + 2:].split()[1])
+            parent[pid] = int(fields[1])
     found = {root} if root in names else set()
     frontier = list(found)
     children: dict[int, list[int]] = {}

@@ -322,3 +322,34 @@ def test_a_session_process_is_found_by_its_open_logs_once_ray_titled_it(tmp_path
         for proc in (titled, plain, elsewhere):
             proc.kill()
             proc.wait()
+
+
+def test_every_session_a_driver_started_is_found_by_the_pid_in_its_folder_name(tmp_path):
+    """A DashboardAgent outlived a killed run in CI: besides its current session, a driver may have
+    started one that Ray gave up on (the embedded start is tried again when a loaded machine misses
+    Ray's deadlines).  Ray ends every session folder's name with the pid of the driver that made it;
+    another driver's session, and a folder that only starts with the same digits, are not its."""
+    from raypress.dag.supervisor import processes_of_sessions_started_by
+
+    driver = 4242
+    mine = tmp_path / f"session_2026-12-07_18-28-15_639477_{driver}"
+    theirs = tmp_path / f"session_2026-12-07_18-28-15_639477_{driver}7"
+    for folder in (mine, theirs):
+        (folder / "logs").mkdir(parents=True)
+    def start(title: str, out: Path) -> subprocess.Popen:
+        return subprocess.Popen(["bash", "-c", f'exec {title} sleep 30 > "$OUT"'], env={**os.environ, "OUT": str(out)})
+
+    agent = start("-a ray::DashboardAgent", mine / "logs" / "dashboard_agent.out")
+    other = start("-a ray::DashboardAgent", theirs / "logs" / "dashboard_agent.out")
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (agent.pid not in processes_of_sessions_started_by(driver)
+                                               or other.pid not in processes_of_sessions_started_by(int(f"{driver}7"))):
+            time.sleep(0.05)
+        found = processes_of_sessions_started_by(driver)
+        assert agent.pid in found and other.pid not in found
+        assert other.pid in processes_of_sessions_started_by(int(f"{driver}7"))
+    finally:
+        for proc in (agent, other):
+            proc.kill()
+            proc.wait()
