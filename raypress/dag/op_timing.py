@@ -43,11 +43,28 @@ def flush_times() -> None:
         timer.add.remote(node_id, seconds, rows)
 
 
-def new_timer() -> Any:
-    """The run's OpTimer actor."""
-    from raypress.dag.timer import OpTimer
+TIMER = "op_timer"
 
-    return OpTimer.remote()
+
+def new_timer() -> Any:
+    """The run's handle on this driver's OpTimer actor (made on the first run, checked alive on
+    the next ones: one killed under an earlier run is made again)."""
+    import uuid
+
+    import ray
+
+    from raypress.dag.timer import OpTimer, RunTimer
+    from raypress.operators.shared.driver_actors import driver_actor, forget
+
+    made: list[Any] = []
+    actor = driver_actor(TIMER, lambda: made.append(OpTimer.remote()) or made[0])
+    if not made:
+        try:
+            ray.get(actor.snapshot.remote(""), timeout=30)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            forget(TIMER)
+            actor = driver_actor(TIMER, OpTimer.remote)
+    return RunTimer(actor, uuid.uuid4().hex)
 
 
 @dataclass(frozen=True)

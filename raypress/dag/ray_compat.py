@@ -215,6 +215,18 @@ def dead_ray_processes() -> list[tuple[str, int]]:
     return [(kind, process.pid) for kind, process in node.dead_processes()] if node is not None else []
 
 
+def own_raylet_pid() -> int | None:
+    """The pid of the raylet of the Ray node this driver started (assumption 11), which is this
+    process's child; None when it started none (it joined a cluster) or the raylet is gone."""
+    from ray._private import ray_constants
+
+    node = _own_node()
+    processes = node.all_processes.get(ray_constants.PROCESS_TYPE_RAYLET) if node is not None else None
+    if not processes or processes[0].process.poll() is not None:
+        return None
+    return processes[0].process.pid
+
+
 def own_session_dir() -> str | None:
     """The session folder of the Ray node this driver started (assumption 11); None when it started
     none (it joined a cluster, whose processes are not the run's to end)."""

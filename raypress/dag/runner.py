@@ -7,6 +7,8 @@ which step runs next, whether its saved output still holds, and what the ledger 
 
 from __future__ import annotations
 
+import contextlib
+
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -221,13 +223,17 @@ class Runner:
             self._run_artifact_step(step)
 
     def _cleanup(self) -> None:
-        """What nodes deferred to the end of the run (last first); a failing one is reported, not raised."""
+        """What nodes deferred to the end of the run (last first); a failing one is reported, not raised.
+        The shared op timer forgets the run's figures last (deferred reports may still read them)."""
         while self.cleanups:
             cleanup = self.cleanups.pop()
             try:
                 cleanup()
             except Exception as exc:  # noqa: BLE001 - the run's own outcome matters more
                 self.emit({"event": "cleanup_failed", "error": f"{type(exc).__name__}: {exc}"})
+        if self.timer is not None:
+            with contextlib.suppress(Exception):  # Ray already gone (a failed run): nothing to forget
+                self.timer.end.remote()
 
     def _finish_ledger(self) -> None:
         inputs_of = {nid: n.slots.get("data", []) for nid, n in self.vp.nodes.items()}

@@ -160,15 +160,18 @@ def test_cpu_meter_counts_an_embedded_driver_once(ray_session):
 
     from raypress.dag.cpu_meter import CpuMeter
 
+    from raypress.dag.cpu_meter import NodeCpuProbe
+
     meter = CpuMeter()
     assert meter.count_driver is True
-    local = meter.probes[0]
-    assert ray.get(local.holds.remote(os.getpid())) is False
+    local = meter.probes[0]  # the node this driver started is probed from here, no actor
+    assert isinstance(local, NodeCpuProbe) and local.holds(os.getpid()) is False
     def pid() -> int:
         return os.getpid()
 
     worker_pid = ray.get(ray.remote(num_cpus=0)(pid).remote())
-    assert ray.get(local.holds.remote(worker_pid)) is True
+    assert local.holds(worker_pid) is True
+    assert CpuMeter().probes[0] is local  # kept for the next run: one sampling thread per raylet
 
 
 def test_dead_ray_processes__the_driver_sees_its_own_live_raylet_and_nothing_dead(ray_session):

@@ -178,3 +178,43 @@ def test_a_run_with_nothing_left_to_do_starts_no_ray(ray_session, tmp_path, monk
     assert again["adds_up"] and again["nodes"] == first["nodes"]
     with pytest.raises(AssertionError, match="started Ray"):  # one step with work to do does start it
         run_pipeline(path, run_dir=run_dir, overrides=["words.min_num=6"])
+
+
+def test_runs_of_one_process_share_its_service_actors_and_count_only_their_own(ray_session, tmp_path):
+    """The op timer, the readers' tallies and the CPU probes are kept for every run of a driver
+    (starting them was ~1.6 s of every small run): a second run makes none, and its ledger holds
+    its own figures only, not the sum of both runs."""
+    from raypress.operators.shared import driver_actors
+
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+        {"id": "a", "text": "one two three"}, {"text": "no id here"}, {"id": "a", "text": "a repeated id"})))
+    path = tmp_path / "p.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: shared-actors
+        nodes:
+          - {{id: docs, op: read_jsonl, with: {{paths: ["{tmp_path}/in.jsonl"]}}}}
+          - {{id: words, op: words_num_filter, input: docs, with: {{min_num: 3}}}}
+          - {{id: out, op: write_jsonl, input: words, with: {{path: "{{run_dir}}/out"}}}}
+        """))
+    runs = []
+    for i in range(2):
+        events: list[dict] = []
+        ledger = run_pipeline(str(path), run_dir=str(tmp_path / f"run{i}"), on_event=events.append)
+        runs.append((ledger, events, dict(driver_actors._cache)))
+    (first, first_events, first_actors), (second, second_events, second_actors) = runs
+    assert second_actors == first_actors and len(first_actors) >= 2  # the timer and the tallies at least
+    for ledger, events in ((first, first_events), (second, second_events)):
+        assert ledger["adds_up"] and ledger["nodes"]["words"]["rows_in"] == 3
+        assert [e["assigned"] for e in events if e["event"] == "ids_assigned"] == [2]
+
+    import ray
+
+    from raypress.dag.op_timing import new_timer
+
+    one, two = new_timer(), new_timer()  # two runs' handles on the one timer
+    assert one.actor == two.actor and one.run != two.run
+    ray.get([one.add.remote("words", 1.5, 10), one.count.remote("words", {"hits": 2})])
+    assert ray.get(two.snapshot.remote()) == {} and ray.get(two.counts.remote()) == {}
+    assert ray.get(one.snapshot.remote()) == {"words": 1.5} and ray.get(one.counts.remote()) == {"words": {"hits": 2}}
+    ray.get(one.end.remote())
+    assert ray.get(one.snapshot.remote()) == {}

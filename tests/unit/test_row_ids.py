@@ -14,10 +14,10 @@ from raypress.schema import REASON_COL
 
 
 class _Remote:
-    """Stands in for the Ray actor handle: ``counter.add.remote(m, r)`` calls the plain object."""
+    """Stands in for the reader's ``TallyRef``: ``counter.add(m, r, rep)`` calls the plain object."""
 
     def __init__(self, target: ReaderTally):
-        self.add = type("M", (), {"remote": staticmethod(target.add)})()
+        self.add = target.add
 
 
 def rows_of(path, **kwargs) -> list[dict]:

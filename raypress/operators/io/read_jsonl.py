@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Iterator
 
@@ -33,6 +35,7 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from raypress.operators.base import Params, Reader, RunContext
+from raypress.operators.shared.driver_actors import driver_actor, forget
 from raypress.operators.shared.files import Globs, expand_globs, line_spans, map_items, open_maybe_compressed
 from raypress.operators.shared.spans import span_lines
 from raypress.operators.shared.rows import combine, ids_from_column, preview, put_ids, records_to_table, tombstones
@@ -68,7 +71,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 class ReaderTally:
     """Sums, over a reader's files, the rows whose own id was missing or repeated and the rows whose
-    lone surrogates were replaced (a Ray actor)."""
+    lone surrogates were replaced."""
 
     def __init__(self) -> None:
         self.missing = self.repeated = self.repaired = 0
@@ -83,6 +86,39 @@ class ReaderTally:
                 "repaired": self.repaired}
 
 
+class ReaderTallies:
+    """Every reader's :class:`ReaderTally` of a driver, by a key each reader draws (one Ray actor per
+    driver process, kept for all its runs: see ``shared.driver_actors``)."""
+
+    def __init__(self) -> None:
+        self.tallies: dict[str, ReaderTally] = {}
+
+    def add(self, key: str, missing: int, repeated: int, repaired: int = 0) -> None:
+        self.tallies.setdefault(key, ReaderTally()).add(missing, repeated, repaired)
+
+    def totals(self, key: str) -> dict[str, int]:
+        return self.tallies.get(key, ReaderTally()).totals()
+
+    def pop(self, key: str) -> dict[str, int]:
+        """A reader's totals, forgotten here (the run has read them)."""
+        return self.tallies.pop(key, ReaderTally()).totals()
+
+
+@dataclass(frozen=True)
+class TallyRef:
+    """What a reader's file tasks report to: its key in the driver's tallies actor.  ``add``
+    returns the call's ObjectRef (waited for by the task)."""
+
+    actor: Any
+    key: str
+
+    def add(self, missing: int, repeated: int, repaired: int = 0) -> Any:
+        return self.actor.add.remote(self.key, missing, repeated, repaired)
+
+
+TALLIES = "reader_tallies"
+
+
 @register("read_jsonl")
 class ReadJsonl(Reader[ReadJsonlParams]):
     """Read JSON Lines files (.jsonl, also .gz/.bz2/.xz) in parallel; bad lines become error tombstones."""
@@ -93,24 +129,25 @@ class ReadJsonl(Reader[ReadJsonlParams]):
     def read(self, ctx: RunContext):
         files = expand_globs(self.params.paths)
         keep = self.params.id_key is None and not self.params.assign_ids
-        counter = _counter(ctx, keep)  # its worker process starts while the files' lines are counted
+        counter = _counter(ctx, keep)  # a new driver's tallies actor starts while the lines are counted
         spans = line_spans(files, ctx)
-        _wait_until_started(counter)
+        counter = _wait_until_started(counter, ctx, keep)
         read = partial(read_jsonl_span, node=ctx.node_id, id_key=self.params.id_key,
                        assign_ids=self.params.assign_ids, counter=counter)
         return map_items(spans, read, ctx)
 
 
-def _counter(ctx: RunContext, ids_kept: bool):
-    """An actor the file tasks report assigned ids and repaired rows to; its totals become events
-    when the run ends (``ids_assigned`` where rows keep their own ids)."""
+def _counter(ctx: RunContext, ids_kept: bool) -> TallyRef:
+    """This reader's tally in the driver's tallies actor; its totals become events when the run
+    ends (``ids_assigned`` where rows keep their own ids)."""
     import ray
 
-    counter = ray.remote(num_cpus=0)(ReaderTally).remote()
+    tally = TallyRef(driver_actor(TALLIES, lambda: ray.remote(num_cpus=0)(ReaderTallies).remote()),
+                     f"{ctx.node_id}/{uuid.uuid4().hex}")
 
     def report() -> None:
         try:
-            totals = ray.get(counter.totals.remote(), timeout=30)
+            totals = ray.get(tally.actor.pop.remote(tally.key), timeout=30)
         except Exception:  # noqa: BLE001 - Ray already gone (a failed run): nothing to report
             return
         repaired = totals.pop("repaired")
@@ -120,16 +157,22 @@ def _counter(ctx: RunContext, ids_kept: bool):
             ctx.event("surrogates_replaced", rows=repaired)
 
     ctx.defer(report)
-    return counter
+    return tally
 
 
-def _wait_until_started(counter) -> None:
-    """Started before the file tasks run: a task that reports waits for its call (see
+def _wait_until_started(tally: TallyRef, ctx: RunContext, ids_kept: bool) -> TallyRef:
+    """The tally, its actor up before the file tasks run: a task that reports waits for its call (see
     ``_read_lines``), and ~0.5-1 s of actor start-up would count as the reader's own time.  Waited
-    for after the files' lines are counted, which overlaps most of that start-up on a large input."""
+    for after the files' lines are counted, which overlaps most of that start-up on a large input.
+    An actor found dead (killed under an earlier run of this process) is made again."""
     import ray
 
-    ray.get(counter.totals.remote())
+    try:
+        ray.get(tally.actor.totals.remote(tally.key))
+        return tally
+    except ray.exceptions.RayActorError:
+        forget(TALLIES)
+        return _counter(ctx, ids_kept)
 
 
 def read_jsonl_span(item: dict[str, Any], node: str, id_key: str | None, assign_ids: bool = False,
@@ -168,7 +211,7 @@ def _read_lines(path: str, abs_path: str, node: str, id_key: str | None, assign_
         # and a consumer need not resume a generator after its last row.
         import ray
 
-        ray.get(counter.add.remote(chunk.missing, chunk.repeated, chunk.repaired))
+        ray.get(counter.add(chunk.missing, chunk.repeated, chunk.repaired))
     if chunk.size:
         yield chunk.flush()
 
