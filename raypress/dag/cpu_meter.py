@@ -127,8 +127,9 @@ class CpuMeter:
     """``start()`` then ``utilisation()``: the share of the cluster's CPUs busy in between.
 
     The probes are kept for every run of this driver process (one actor per node, ``driver_actors``),
-    and the node this driver started itself (an embedded Ray) is probed from here, without an
-    actor: starting them and waiting for them was ~0.8 s of every run."""
+    and the driver's own node is probed from here, without an actor, when its raylet is known: the
+    one this driver started (an embedded Ray), or the one above it (a job's driver runs below the
+    raylet).  Starting the probes and waiting for them was ~0.8 s of every run."""
 
     def __init__(self) -> None:
         import ray
@@ -136,7 +137,9 @@ class CpuMeter:
         from raypress.dag.ray_compat import own_raylet_pid
 
         here = ray.get_runtime_context().get_node_id()
-        raylet = own_raylet_pid()
+        started = own_raylet_pid()
+        above = None if started is not None else raylet_above(os.getpid())
+        raylet = started if started is not None else above
         self.probes: list[Any] = []
         for node in ray.nodes():
             if not node.get("Alive"):
@@ -146,10 +149,10 @@ class CpuMeter:
             else:
                 self.probes.append(_probe_actor(node["NodeID"]))
         self.cpus = float(ray.cluster_resources().get("CPU", 0.0))
-        # the driver's CPU counts where it is outside the raylet's tree; a driver that started its
-        # node is the raylet's parent, and one that joined is found (or not) below its raylet
-        self.count_driver = raylet is not None or _driver_outside_ray(
-            None if raylet is not None else _probe_actor(here))
+        # the driver's CPU counts where it is outside the raylet's tree (the probes count it
+        # otherwise): a driver that started its node is the raylet's parent; one that joined is
+        # below it (a job's) or not below any raylet at all (a shell's `raypress run --address`)
+        self.count_driver = above is None
         self._start: tuple[float, float | None, float] | None = None
 
     def _read(self) -> float | None:
@@ -181,17 +184,22 @@ class CpuMeter:
         return round(used / (wall * self.cpus), 3)
 
 
-def _driver_outside_ray(local_probe: Any) -> bool:
-    """Whether this process (the driver) is outside the raylet's tree, so its CPU is not already
-    among the workers' (a job submitted to a cluster runs its driver under the raylet)."""
-    import ray
-
-    if local_probe is None:
-        return False
-    try:
-        return not ray.get(local_probe.holds.remote(os.getpid()), timeout=30)
-    except Exception:  # noqa: BLE001 - measuring must never stop a run
-        return False
+def raylet_above(pid: int) -> int | None:
+    """The nearest ancestor of ``pid`` that is a raylet (a Ray job's driver runs below its node's
+    raylet, through the job supervisor); None when none is, or without /proc."""
+    seen: set[int] = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        fields = stat_fields(pid)
+        if fields is None or len(fields) < 2:
+            return None
+        pid = int(fields[1])  # the parent
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "raylet":
+                return pid
+        except OSError:
+            return None
+    return None
 
 
 def new_meter() -> Any:

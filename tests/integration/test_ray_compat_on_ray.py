@@ -173,6 +173,15 @@ def test_cpu_meter_counts_an_embedded_driver_once(ray_session):
     assert local.holds(worker_pid) is True
     assert CpuMeter().probes[0] is local  # kept for the next run: one sampling thread per raylet
 
+    from raypress.dag.cpu_meter import raylet_above
+
+    def above() -> tuple[int | None, int]:  # a job's driver runs below the raylet as a worker does
+        return raylet_above(os.getpid()), os.getppid()
+
+    found, parent = ray.get(ray.remote(num_cpus=0)(above).remote())
+    assert found == parent == local.raylet
+    assert raylet_above(os.getpid()) is None  # this driver started its raylet: it is above it
+
 
 def test_dead_ray_processes__the_driver_sees_its_own_live_raylet_and_nothing_dead(ray_session):
     """Assumption 11: the session's node lists its processes by Ray's type names (a dead raylet shows
