@@ -103,9 +103,12 @@ class NodeCpuProbe:
         return True
 
     def _run(self) -> None:
+        """Sample until the raylet is gone (a probe kept in a driver outlives the Ray it watched
+        when that driver starts another)."""
         while self.readable:
             time.sleep(SAMPLE_EVERY)
-            self._sample()
+            if not self._sample():
+                return
 
     def holds(self, pid: int) -> bool:
         """Whether process ``pid`` of this node runs under the raylet now."""
@@ -217,9 +220,10 @@ _probe_names: set[str] = set()
 def _local_probe(raylet: int) -> NodeCpuProbe:
     """The in-process probe of this driver's own node (one per raylet, kept: its thread samples
     for every run)."""
-    if raylet not in _local:
-        _local[raylet] = NodeCpuProbe(raylet)
-    return _local[raylet]
+    probe = _local.get(raylet)
+    if probe is None or not probe._sample():  # none yet, or its raylet went (and the pid came back)
+        probe = _local[raylet] = NodeCpuProbe(raylet)
+    return probe
 
 
 def _probe_actor(node_id: str) -> Any:
