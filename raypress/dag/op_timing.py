@@ -54,11 +54,11 @@ def new_timer() -> Any:
     import ray
 
     from raypress.dag.timer import OpTimer, RunTimer
-    from raypress.operators.shared.driver_actors import driver_actor, forget
+    from raypress.operators.shared.driver_actors import driver_actor, forget, kept
 
-    made: list[Any] = []
-    actor = driver_actor(TIMER, lambda: made.append(OpTimer.remote()) or made[0])
-    if not made:
+    earlier = kept(TIMER)  # a fresh one is not waited for: its start-up overlaps the run's
+    actor = driver_actor(TIMER, OpTimer.remote)
+    if earlier:
         try:
             ray.get(actor.snapshot.remote(""), timeout=30)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):

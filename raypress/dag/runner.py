@@ -8,7 +8,6 @@ which step runs next, whether its saved output still holds, and what the ledger 
 from __future__ import annotations
 
 import contextlib
-
 import time
 from pathlib import Path
 from typing import Any, Callable

@@ -35,6 +35,14 @@ def driver_actor(name: str, make: Callable[[], Any]) -> Any:
         return _cache[key]
 
 
+def kept(name: str) -> bool:
+    """Whether this driver already keeps an actor under ``name`` (one made by an earlier run, which
+    may have died since: worth a check that a fresh one is not)."""
+    key = (*_session_key(), name)
+    with _lock:
+        return key in _cache
+
+
 def forget(name: str) -> None:
     """Drop ``name``'s actor (found dead): the next :func:`driver_actor` call makes a new one."""
     key = (*_session_key(), name)
