@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raypress.dag.sink import LIVE, TOTAL
+from raypress.dag.source_tallies import by_source_entries, check_source_edges
 from raypress.operators.base import OpKind
 from raypress.schema import TombstoneKind
 
@@ -80,7 +81,10 @@ def segment_entries(chain: list[tuple[str, str, OpKind]], totals: dict[tuple[str
     if rows != live:
         problems.append(f"segment ending at '{chain[-1][0]}': {live} live rows reached the sink but the "
                         f"per-node counts leave {rows} (an op changed the row count)")
-    return entries, problems
+    by_source, source_problems = by_source_entries([nid for nid, _, _ in chain], totals)
+    for nid, split in by_source.items():
+        entries[nid]["by_source"] = split
+    return entries, problems + source_problems
 
 
 def check_edges(ledger: Ledger, inputs_of: dict[str, list[str]], kinds: dict[str, OpKind]) -> None:
@@ -98,3 +102,4 @@ def check_edges(ledger: Ledger, inputs_of: dict[str, list[str]], kinds: dict[str
                 msg = f"node '{nid}': rows_in {e['rows_in']} but its inputs produced {upstream}"
                 if msg not in ledger.problems:
                     ledger.problems.append(msg)
+    ledger.problems.extend(p for p in check_source_edges(ledger.nodes, inputs_of) if p not in ledger.problems)

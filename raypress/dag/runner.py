@@ -63,6 +63,7 @@ class Runner:
         self.destinations = {nid: self._destination(node) for nid, node in self.vp.nodes.items()
                              if node.kind == OpKind.WRITER}
         self.output_digests: dict[str, str] = {}  # node -> digest of its output files (this run's view)
+        self.pending_counts: dict[str, dict[str, int]] = {}  # ctx.count() of nodes whose entry is not made yet
 
     def _destination(self, node: VNode) -> Destination:
         writer = node.make_op()
@@ -73,6 +74,8 @@ class Runner:
     # -- events ---------------------------------------------------------------
     def emit(self, event: dict) -> None:
         self.store.event(event)
+        if event.get("event") == "counted":
+            self._add_counts(str(event.get("node")), event.get("counts") or {})
         if event.get("event") == "ids_assigned" and event.get("node") in self.ledger.nodes:
             # how many rows a reader gave an id (theirs was missing or repeated): the ledger says so
             self.ledger.nodes[event["node"]]["ids_assigned"] = event.get("assigned", 0)
@@ -83,6 +86,20 @@ class Runner:
                                      "the JSON), which no UTF-8 text can hold: kept, with U+FFFD in its place")
         if self.on_event is not None:
             self.on_event(event)
+
+    def _add_counts(self, node: str, counts: dict[str, int]) -> None:
+        """``ctx.count`` of a node: kept until its ledger entry exists (a stage counts while it runs,
+        its entry is made when it returns), then merged into the entry's ``counts``."""
+        held = self.pending_counts.setdefault(node, {})
+        for name, n in counts.items():
+            held[name] = held.get(name, 0) + int(n)
+        self._attach_counts(node)
+
+    def _attach_counts(self, node: str) -> None:
+        if node in self.ledger.nodes and node in self.pending_counts:
+            mine = self.ledger.nodes[node].setdefault("counts", {})
+            for name, n in self.pending_counts.pop(node).items():
+                mine[name] = mine.get(name, 0) + n
 
     def warn(self, node: str, message: str) -> None:
         """Something a user must see although the ledger adds up: in the CLI, events and ledger."""
@@ -259,6 +276,8 @@ class Runner:
             self.ledger.nodes.update(exc.entries)
             raise
         self.ledger.nodes.update(result.entries)
+        for n in nodes:
+            self._attach_counts(n.id)
         self.ledger.problems.extend(result.problems)
         if result.artifact is not None:
             self.artifacts[seg.sink] = result.artifact
@@ -299,6 +318,7 @@ class Runner:
         e = entry(node.op_cls.name, node.kind, self.artifacts.rows_in(node), 0,
                   seconds=time.perf_counter() - start, transforms=True, artifact=art.path)
         self.ledger.nodes[nid] = e
+        self._attach_counts(nid)
         self._save_state(nid, consumed, files_under([art.path] if art.path else []),
                          {"entries": {nid: e}, "output_path": art.path, "type": expected.value})
         self.emit({"event": "node_finished", "node": nid, "artifact": art.path, "seconds": e["seconds"]})

@@ -76,7 +76,8 @@ def run_segment(nodes: list[VNode], destination: Destination | None, env: Segmen
         for n in streaming:
             ds = apply_streaming(ds, n, env.policy, env.artifacts.side(n), env.timer, cut, per_input)
         sink_fn = SegmentSink(sink.id, str(out_dir) if out_dir else None, writer, dest, str(rejects),
-                              str(quarantine), bool(env.settings.get("keep_rejects")), env.timer)
+                              str(quarantine), bool(env.settings.get("keep_rejects")), env.timer,
+                              env.settings.get("source_key"))
         compute = _sink_compute(env.policy, per_input)
         tallies = collect_tallies(ds.map_batches(sink_fn, batch_size=None, batch_format="pyarrow", **compute),
                                   SegmentProgress(chain, expected_in, env.emit))  # node_progress events on the way

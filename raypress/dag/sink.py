@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from raypress.dag.destination import STAGING_SUFFIX
 from raypress.dag.op_timing import flush_times, report_time
 from raypress.dag.ray_compat import SINK_CLASS_NAME
+from raypress.dag.source_tallies import source_tallies
 from raypress.operators.base import Writer
 from raypress.schema import (
     ID_COL,
@@ -57,7 +58,8 @@ class SegmentSink:
     """Callable for `map_batches(batch_size=None)` at the end of a segment."""
 
     def __init__(self, sink_id: str, output_dir: str | None, writer: Writer | None, writer_dest: str | None,
-                 rejects_root: str, quarantine_root: str, keep_rejects: bool, timer: Any = None):
+                 rejects_root: str, quarantine_root: str, keep_rejects: bool, timer: Any = None,
+                 source_key: str | None = None):
         self.sink_id = sink_id
         self.output_dir = Path(output_dir) if output_dir else None
         self.writer = writer
@@ -66,6 +68,7 @@ class SegmentSink:
         self.quarantine_root = Path(quarantine_root)
         self.keep_rejects = keep_rejects
         self.timer = timer  # the writer's own time goes to the run's OpTimer
+        self.source_key = source_key  # settings.source_key: tallies split by this column too (source_tallies)
 
     def __call__(self, table: pa.Table) -> pa.Table:
         part = uuid.uuid4().hex[:PART_TOKEN_LEN]
@@ -78,6 +81,8 @@ class SegmentSink:
         if mask is not None:
             dead = table.filter(pc.invert(mask))
             tallies.extend(self._write_dead(dead, part))
+        if self.source_key:
+            tallies.extend(source_tallies(table, mask, self.source_key))
         flush_times()  # the per-op times of this task's batches (see op_timing.report_time)
         node, kind, reason, n = zip(*tallies)
         return pa.table([list(node), list(kind), list(reason), list(n)], schema=TALLY_SCHEMA)

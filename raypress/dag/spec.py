@@ -67,6 +67,9 @@ class Settings:
         # how the embedded Ray's Serve takes HTTP (serve_llm): Serve's Python proxy, Serve's HAProxy
         # ingress (dag/haproxy_loopback.py), or "auto" (HAProxy where the binary is installed)
         "serve_ingress": "auto",
+        # a column naming each row's source (tag_source_mapper writes it): the ledger then counts every
+        # node's rows per source too (`by_source`), and says which source a cross-source duplicate lost to
+        "source_key": None,
     }
 
 

@@ -506,6 +506,10 @@ def _check_settings(spec: PipelineSpec) -> list[Problem]:
     if not isinstance(mem, (int, float)) or isinstance(mem, bool) or mem < 0:
         problems.append(Problem(f, spec.line(("settings", "in_memory_mb")),
                                 f"in_memory_mb must be a number >= 0 (got {mem!r})", key="settings.in_memory_mb"))
+    source_key = s.get("source_key")
+    if source_key is not None and (not isinstance(source_key, str) or not source_key):
+        problems.append(Problem(f, spec.line(("settings", "source_key")),
+                                f"source_key must name a column (got {source_key!r})", key="settings.source_key"))
     steps = s.get("concurrent_steps")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         problems.append(Problem(f, spec.line(("settings", "concurrent_steps")),

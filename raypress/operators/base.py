@@ -104,6 +104,12 @@ class RunContext:
         """Report progress (steps, loss, tokens/s) into the run's ``events.jsonl``."""
         self.emit({"event": kind, "node": self.node_id, **fields})
 
+    def count(self, **counts: int) -> None:
+        """Add to the counts the run's ledger keeps for this node (``counts`` in its entry), e.g. the
+        model calls a search made per policy: the ledger, not only the events, says what a stage spent.
+        Counts of one name add up over calls."""
+        self.emit({"event": "counted", "node": self.node_id, "counts": {k: int(v) for k, v in counts.items()}})
+
     def defer(self, cleanup: Callable[[], None]) -> None:
         """Run ``cleanup`` when the whole run ends (also on failure), e.g. take down an endpoint
         that later nodes used."""
