@@ -93,3 +93,13 @@ def test_tag_source_names_the_source_prefixes_ids_and_keeps_only_shared_columns(
                                {"id": "web/2", "text": None, "url": "u2", "corpus": "web"}]
     with pytest.raises(ValueError, match="must not contain '/'"):
         TagSourceParams(source="a/b")
+
+
+def test_tagging_a_branch_at_its_reader_then_narrowing_it_prefixes_ids_once() -> None:
+    first = TagSourceMapper(TagSourceParams(source="sec", columns=None))
+    raw = pa.table({"id": ["a", "b"], "text": ["x", "y"], "form": ["10-K", "8-K"]})
+    tagged = first.process_batch(raw)
+    assert tagged.column_names == ["id", "text", "form", "corpus"]
+    narrowed = TagSourceMapper(TagSourceParams(source="sec")).process_batch(tagged)
+    assert narrowed.to_pylist() == [{"id": "sec/a", "text": "x", "corpus": "sec"},
+                                    {"id": "sec/b", "text": "y", "corpus": "sec"}]

@@ -23,12 +23,15 @@ from raypress.schema import ID_COL
 class TagSourceParams(Params):
     source: str = Field(min_length=1, description="the source's name (no '/'): the `source_key` value and the id prefix")
     source_key: str = Field("corpus", description="column that names the source")
-    columns: list[str] = Field(default_factory=lambda: ["text"],
-                               description="columns kept besides `id` and `source_key` (a missing one is null)")
+    columns: list[str] | None = Field(default_factory=lambda: ["text"],
+                                      description="columns kept besides `id` and `source_key` (a missing one is "
+                                                  "null); null keeps every column (tag a branch at its reader, "
+                                                  "then narrow it before the union)")
     text_list_key: str | None = Field(None, description="a list-of-strings column (an interleaved document's "
                                       "`texts`) joined into the first of `columns` where that one is missing")
     separator: str = Field("\n\n", description="between the joined strings of `text_list_key`")
-    prefix_ids: bool = Field(True, description="ids become `<source>/<id>`")
+    prefix_ids: bool = Field(True, description="ids become `<source>/<id>` (an id that already starts so "
+                                               "stays as it is: tagging a branch twice is harmless)")
 
     @field_validator("source")
     @classmethod
@@ -44,17 +47,25 @@ class TagSourceMapper(Mapper[TagSourceParams]):
 
     def columns_read(self) -> tuple[str, ...]:
         p = self.params
-        return tuple(dict.fromkeys([*p.columns, *([p.text_list_key] if p.text_list_key else [])]))
+        return tuple(dict.fromkeys([*(p.columns or []), *([p.text_list_key] if p.text_list_key else [])]))
 
-    def columns_written(self) -> tuple[str, ...]:
-        return (self.params.source_key, *self.params.columns)
+    def columns_written(self) -> tuple[str, ...] | None:
+        return None if self.params.columns is None else (self.params.source_key, *self.params.columns)
 
     def process_batch(self, table: pa.Table) -> pa.Table:
         p = self.params
         n = table.num_rows
-        out: dict[str, pa.Array] = {}
         ids = pc.cast(table.column(ID_COL), pa.string())
-        out[ID_COL] = pc.binary_join_element_wise(pa.scalar(p.source), ids, "/") if p.prefix_ids else ids
+        if p.prefix_ids:
+            tagged = pc.starts_with(ids, f"{p.source}/")
+            ids = pc.if_else(tagged, ids, pc.binary_join_element_wise(pa.scalar(p.source), ids, "/"))
+        if p.columns is None:
+            out_all = table.set_column(table.schema.get_field_index(ID_COL), ID_COL, ids)
+            column = pa.array([p.source] * n, pa.string())
+            if p.source_key in out_all.column_names:
+                return out_all.set_column(out_all.schema.get_field_index(p.source_key), p.source_key, column)
+            return out_all.append_column(p.source_key, column)
+        out: dict[str, pa.Array] = {ID_COL: ids}
         for i, name in enumerate(p.columns):
             if name in table.column_names:
                 out[name] = table.column(name)
