@@ -7,6 +7,8 @@ which step runs next, whether its saved output still holds, and what the ledger 
 
 from __future__ import annotations
 
+import copy
+
 import contextlib
 import time
 from pathlib import Path
@@ -129,7 +131,8 @@ class Runner:
         return RunContext(run_dir=str(self.store.root), node_id=nid, seed=int(self.settings.get("seed", 0)),
                           emit=self.emit, settings=dict(self.settings), cleanups=self.cleanups,
                           timer=TimeReporter(self.timer) if self.timer is not None else None,
-                          base_dir=self.resolved.resolution.base_dir)
+                          base_dir=self.resolved.resolution.base_dir,
+                          ledger=lambda: copy.deepcopy(self.ledger.nodes))
 
     # -- the run --------------------------------------------------------------
     def run(self, take_lock: bool = True) -> Ledger:

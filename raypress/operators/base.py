@@ -92,6 +92,9 @@ class RunContext:
     timer: Any = None  # has `report(node_id, seconds, rows)`: readers report the time spent reading
     base_dir: str | None = None  # what the pipeline's relative paths meant (ids keep paths relative to it)
     cleanups: list[Callable[[], None]] = field(default_factory=list)  # shared by the run's nodes
+    # the ledger entries of the nodes finished so far (a copy): a report over the whole run reads the
+    # counts of the nodes upstream of it, which are final when it runs
+    ledger: Callable[[], dict[str, dict[str, Any]]] = field(default=lambda: {})
 
     def shuffle_partitions(self, rows_per_partition: int = 100_000, cap: int = 200) -> int:
         """How many partitions a shuffle over the input deserves: each one costs a task and a file,

@@ -32,6 +32,7 @@ from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.reasoning.stats.bootstrap import bootstrap_interval, paired_bootstrap, verdict
 from raypress.operators.reasoning.search.comcts import precision_recall
 from raypress.operators.registry import register
+from raypress.operators.shared.claims_table import claims_table
 from raypress.schema import ArtifactType
 
 
@@ -127,17 +128,6 @@ def judge_claim(claim: ClaimSpec, a: dict[str, int], b: dict[str, int], resample
             "better_rate": float(np.mean([a[k] for k in keys])) if keys else None,
             "other_rate": float(np.mean([b[k] for k in keys])) if keys else None,
             "difference": diff, "ci95": [low, high], "verdict": verdict(low, high)}
-
-
-def claims_table(claims: list[dict[str, Any]]) -> str:
-    head = "| claim | better | other | n | better | other | difference (95% CI) | verdict |\n|---|---|---|---|---|---|---|---|\n"
-    body = ""
-    for c in claims:
-        rates = [("–" if x is None else f"{100 * x:.1f}%") for x in (c["better_rate"], c["other_rate"])]
-        body += (f"| {c['claim']} | {c['better']} | {c['other']} | {c['paired']} | {rates[0]} | {rates[1]} | "
-                 f"{100 * c['difference']:+.1f} ({100 * c['ci95'][0]:+.1f} – {100 * c['ci95'][1]:+.1f}) | "
-                 f"**{c['verdict']}** |\n")
-    return head + body
 
 
 def judges_table(table: list[dict[str, Any]]) -> str:

@@ -1,0 +1,1 @@
+"""The loop report's parts (see ``loop_report``)."""
