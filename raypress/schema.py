@@ -36,6 +36,7 @@ class TombstoneKind(str, Enum):
 
 
 ID_COL = "id"
+NO_SOURCE = "(none)"  # the source of rows dropped before a branch tagged them (settings.source_key)
 STATS_COL = "stats"
 
 

@@ -65,6 +65,7 @@ class Runner:
         self.destinations = {nid: self._destination(node) for nid, node in self.vp.nodes.items()
                              if node.kind == OpKind.WRITER}
         self.output_digests: dict[str, str] = {}  # node -> digest of its output files (this run's view)
+        self.data_inputs = {nid: list(n.slots.get("data", [])) for nid, n in self.vp.nodes.items()}
         self.pending_counts: dict[str, dict[str, int]] = {}  # ctx.count() of nodes whose entry is not made yet
 
     def _destination(self, node: VNode) -> Destination:
@@ -132,7 +133,7 @@ class Runner:
                           emit=self.emit, settings=dict(self.settings), cleanups=self.cleanups,
                           timer=TimeReporter(self.timer) if self.timer is not None else None,
                           base_dir=self.resolved.resolution.base_dir,
-                          ledger=lambda: copy.deepcopy(self.ledger.nodes))
+                          ledger=lambda: copy.deepcopy(self.ledger.nodes), data_inputs=self.data_inputs)
 
     # -- the run --------------------------------------------------------------
     def run(self, take_lock: bool = True) -> Ledger:
@@ -255,7 +256,7 @@ class Runner:
                 self.timer.end.remote()
 
     def _finish_ledger(self) -> None:
-        inputs_of = {nid: n.slots.get("data", []) for nid, n in self.vp.nodes.items()}
+        inputs_of = self.data_inputs
         kinds = {nid: n.kind for nid, n in self.vp.nodes.items()}
         check_edges(self.ledger, inputs_of, kinds)
         ordered = {nid: self.ledger.nodes[nid] for nid in self.vp.order if nid in self.ledger.nodes}

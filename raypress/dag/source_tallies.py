@@ -18,12 +18,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raypress.schema import KIND_COL, NODE_COL, REASON_COL, TombstoneKind
+from raypress.schema import KIND_COL, NO_SOURCE, NODE_COL, REASON_COL, TombstoneKind
 
 SOURCE_TALLY = "_src"
 SEP = "\x1f"
 TOTAL, LIVE = "_total", "_live"
-UNKNOWN = "(none)"  # rows without a source: dropped before they were tagged, or by an op that lost the column
+UNKNOWN = NO_SOURCE  # rows without a source: dropped before they were tagged, or by an op that lost the column
 
 
 def twin_source(twin_id: str) -> str:

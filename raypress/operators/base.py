@@ -95,6 +95,7 @@ class RunContext:
     # the ledger entries of the nodes finished so far (a copy): a report over the whole run reads the
     # counts of the nodes upstream of it, which are final when it runs
     ledger: Callable[[], dict[str, dict[str, Any]]] = field(default=lambda: {})
+    data_inputs: dict[str, list[str]] = field(default_factory=dict)  # node -> the nodes its rows come from
 
     def shuffle_partitions(self, rows_per_partition: int = 100_000, cap: int = 200) -> int:
         """How many partitions a shuffle over the input deserves: each one costs a task and a file,

@@ -42,6 +42,9 @@ class LoopReportParams(Params):
     title: str = "One DAG: data -> model -> serving -> search -> improvement"
     token_key: str = Field("n_token", description="the token count column of the train/validation rows")
     search_op: str = Field("comcts_search", description="the op whose ledger counts are the search's calls")
+    curated: str | None = Field(None, description="the node whose output is the curated corpus: rows per source "
+                                                  "and rule are counted over the nodes leading to it (None: every "
+                                                  "node that counts sources)")
 
 
 @register("loop_report", requires={"matplotlib": "moe"})
@@ -60,7 +63,7 @@ class LoopReport(Stage[LoopReportParams]):
         source_key = str(ctx.settings.get("source_key") or "corpus")
         links: dict[str, str] = {"ledger": str(Path(ctx.run_dir) / "ledger.json"),
                                  "events": str(Path(ctx.run_dir) / "events.jsonl")}
-        metrics: dict[str, Any] = {"title": p.title, "sources": sources_section(ledger)}
+        metrics: dict[str, Any] = {"title": p.title, "sources": sources_section(ledger, ctx.data_inputs, p.curated)}
         sides = {side: inputs[side] for side in ("train", "validation") if isinstance(inputs.get(side), DatasetArtifact)}
         if sides:
             rows = {side: art.ds.select_columns([c for c in (source_key, p.token_key)  # type: ignore[union-attr]

@@ -9,28 +9,68 @@ from __future__ import annotations
 
 from typing import Any
 
+from raypress.schema import NO_SOURCE as UNKNOWN
 
-def sources_section(ledger: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Per source: rows first seen, every rule that removed rows (node, op, rule, n), duplicates by the
-    source that kept the twin, quarantined rows, and rows left at the last node counting it."""
+
+def sources_section(ledger: dict[str, dict[str, Any]], data_inputs: dict[str, list[str]],
+                    curated: str | None) -> dict[str, Any]:
+    """Per source, over the nodes that lead to ``curated`` (every node counting sources, if None): rows
+    read, every rule that removed rows (node, op, rule, n), duplicates by the source that kept the
+    twin, quarantined rows, and rows left at ``curated``.  Rows a branch dropped before it tagged
+    them (a reader's unreadable records) count for the one source that branch tags."""
+    nodes = [n for n in ledger if "by_source" in ledger[n]]
+    if curated is not None:
+        lineage = _ancestors(curated, data_inputs) | {curated}
+        nodes = [n for n in nodes if n in lineage]
+    owner = _branch_sources(nodes, ledger, data_inputs)
     out: dict[str, dict[str, Any]] = {}
-    for nid, e in ledger.items():
-        for src, c in (e.get("by_source") or {}).items():
-            s = out.setdefault(src, {"rows_read": c["rows_in"], "removed": [], "duplicates": [],
-                                     "quarantined": 0, "rows_kept": c["rows_out"], "last_node": nid})
+    for nid in nodes:
+        e = ledger[nid]
+        for src, c in e["by_source"].items():
+            if src == UNKNOWN and len(owner[nid]) == 1:
+                src = next(iter(owner[nid]))
+            s = out.setdefault(src, {"rows_read": 0, "removed": [], "duplicates": [], "quarantined": 0,
+                                     "rows_kept": 0})
+            if not [i for i in data_inputs.get(nid, []) if i in ledger]:  # a reader: rows enter here
+                s["rows_read"] += c["rows_in"]
             for rule, n in c["dropped"].items():
                 s["removed"].append({"node": nid, "op": e["op"], "rule": rule, "rows": n})
             for kept_by, n in c["lost_to"].items():
                 s["duplicates"].append({"node": nid, "op": e["op"], "kept_by": kept_by, "rows": n,
                                         "across_sources": kept_by != src})
             s["quarantined"] += c["quarantined"]
-            s["rows_kept"], s["last_node"] = c["rows_out"], nid
+            if nid == (curated or nodes[-1]):
+                s["rows_kept"] += c["rows_out"]
     for src, s in out.items():
         s["duplicates_across_sources"] = sum(d["rows"] for d in s["duplicates"] if d["across_sources"])
         s["duplicates_within"] = sum(d["rows"] for d in s["duplicates"] if not d["across_sources"])
         removed = sum(r["rows"] for r in s["removed"]) + s["duplicates_across_sources"] + s["duplicates_within"]
         s["adds_up"] = s["rows_read"] == s["rows_kept"] + removed + s["quarantined"]
     return dict(sorted(out.items()))
+
+
+def _ancestors(node: str, data_inputs: dict[str, list[str]]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(data_inputs.get(node, []))
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(data_inputs.get(n, []))
+    return seen
+
+
+def _branch_sources(nodes: list[str], ledger: dict[str, dict[str, Any]],
+                    data_inputs: dict[str, list[str]]) -> dict[str, set[str]]:
+    """Each node's sources: those it names itself, or (a node before its branch's tagger names
+    none) those of the nodes its rows go to (among ``nodes``)."""
+    own = {n: {s for s in ledger[n]["by_source"] if s != UNKNOWN} for n in nodes}
+    found = {n: set(own[n]) for n in nodes}
+    for n in reversed(nodes):  # ledger order is the run's topological order: children come later
+        for parent in data_inputs.get(n, []):
+            if parent in found and not own[parent]:
+                found[parent] |= found[n]
+    return found
 
 
 def tokens_section(rows: dict[str, list[dict[str, Any]]], source_key: str, token_key: str) -> dict[str, Any]:
