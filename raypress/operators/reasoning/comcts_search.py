@@ -4,10 +4,25 @@ Why one stage for all methods: the comparison is only fair when every method see
 questions, the same policies (the same actors, so the same weights and batching) and the same
 budget accounting; each entry of ``runs`` is one method over one list of policies.
 
-Policies: local LMs from a ``train_policies`` Model (one Ray actor each, continuous batching
-inside) and/or OpenAI-compatible endpoints (``endpoints`` param, e.g. raypress's ``serve_llm``).
+Policies, by name, from three places (a name may come from one only):
+- local LMs from a ``train_policies`` Model (the ``policies`` input; one Ray actor each, continuous
+  batching inside), named as that Model names them;
+- models served in the same run: the ``endpoints`` input, one ``serve_llm`` Report or a list of
+  them (``input: {data: tasks, policies: policies, endpoints: [served]}``); each is a policy called
+  over HTTP (``/v1/completions``) named by the model the Report serves (serve_llm's ``model_name``,
+  by default its node id), with the bearer key from the variable the Report names;
+- OpenAI-compatible endpoints known before the run (the ``endpoints`` param: name, base_url, model).
+A run names them in ``policies:`` and ``judges: ["policy:<name>"]`` alike.
 Questions are searched concurrently (``concurrency`` in flight) on the driver's event loop: the
 search itself is cheap bookkeeping; the model calls it awaits are batched in the actors.
+
+Calls, counted on both sides (``policies/call_counts.py``): per policy, the model calls the search
+sent (``calls.<policy>``, whatever their outcome) and those that got no answer
+(``failed_calls.<policy>``: an error reply, a timeout, a raise), and for every HTTP policy the
+requests its server finished meanwhile (``served_requests.<policy>``, from the server's Prometheus
+``/metrics`` read before and after the search). They go to the node's ledger entry (``counts``)
+and to one ``policy_calls`` event; a server whose ``/metrics`` cannot be read gives a
+``served_count_unavailable`` event instead of its count, never a failed search.
 
 Judges: by default a run's own policies judge every candidate collectively (Mulberry: R is the mean
 of their verdicts; each judging is one model call of the budget); "exact" (the family checker,
@@ -38,10 +53,12 @@ from raypress.artifacts import Artifact, DatasetArtifact, ModelArtifact
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.reasoning.search.judges import ExactStepJudge, ModelJudge
 from raypress.operators.reasoning.policies.backends import OpenAIPolicy, start_local_policies, stop_local_policies
+from raypress.operators.reasoning.policies.call_counts import CallCounts, ServedBy
 from raypress.operators.reasoning.policies.model_set import policy_dirs
 from raypress.operators.reasoning.tasks.rows import task_from_row
 from raypress.operators.reasoning.search.types import Judge, Policy, Task
 from raypress.operators.registry import register
+from raypress.operators.shared.served_endpoint import ServedEndpoint, served_endpoint, server_root
 from raypress.schema import ArtifactType
 
 BEST = "@best"  # in a run's policy list: the policy with the best direct accuracy on the `dev` questions
@@ -63,17 +80,23 @@ class RunSpec(BaseModel):
 
 
 class EndpointSpec(BaseModel):
+    """An OpenAI-compatible endpoint known before the run (one served in the run: the `endpoints` input)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    name: str
-    base_url: str
-    model: str
-    api_key_env: str | None = None
+    name: str = Field(description="the policy's name in `runs`")
+    base_url: str = Field(description='the OpenAI routes, e.g. "http://host:8000/v1"')
+    model: str = Field(description="the id sent as `model`")
+    api_key_env: str | None = Field(None, description="environment variable holding the bearer key")
 
 
 class SearchStageParams(Params):
-    runs: list[RunSpec] = Field(min_length=1)
-    endpoints: list[EndpointSpec] = Field(default_factory=list, description="HTTP policies, by name")
+    runs: list[RunSpec] = Field(min_length=1, description=(
+        "{name, method, policies, judges}: policies by name, from the `policies` input (local), the `endpoints` "
+        "input (served in the run, named by their model) or the `endpoints` param"))
+    endpoints: list[EndpointSpec] = Field(default_factory=list, description=(
+        "HTTP policies known before the run, by name; an endpoint served in the same run is the "
+        "`endpoints` input instead (a serve_llm node or a list of them: policies named by their model)"))
     search: dict[str, Any] = Field(default_factory=dict, description="SearchParams: temperature, threshold, c, "
                                                                      "budget, max_tokens, ...")
     reflection_phrase: str = "The previous step is wrong, let's rethink it."
@@ -91,10 +114,12 @@ class ComctsSearch(Stage[SearchStageParams]):
     """Collective MCTS and its baselines (direct, independent sampling, single-model, copies) over every question -> result rows."""
 
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "policies": ArtifactType.MODEL,
-                                                 "dev": ArtifactType.DATASET}
+                                                 "dev": ArtifactType.DATASET, "endpoints": ArtifactType.REPORT}
     # `dev`: questions on which `@best` is chosen (never the questions the table is computed on);
-    # without it `@best` falls back to the `direct` runs on the searched questions (flagged in the event)
-    optional_inputs: ClassVar[frozenset[str]] = frozenset({"policies", "dev"})
+    # without it `@best` falls back to the `direct` runs on the searched questions (flagged in the event).
+    # `endpoints`: serve_llm Reports (one node or a list), each one HTTP policy named by its model
+    optional_inputs: ClassVar[frozenset[str]] = frozenset({"policies", "dev", "endpoints"})
+    list_inputs: ClassVar[frozenset[str]] = frozenset({"endpoints"})
     output: ClassVar[ArtifactType] = ArtifactType.DATASET
     resources: ClassVar[Resources] = Resources(num_cpus=0)
 
@@ -108,16 +133,26 @@ class ComctsSearch(Stage[SearchStageParams]):
         tasks = [task_from_row(r) for r in rows]
         dev = [task_from_row(r) for r in inputs["dev"].ds.take_all()] if "dev" in inputs else None  # type: ignore[union-attr]
         local = policy_dirs(inputs["policies"]) if isinstance(inputs.get("policies"), ModelArtifact) else {}  # type: ignore[arg-type]
-        self._check_names(local, ctx.node_id)
-        actors = start_local_policies(local, p.actor_cpus, p.max_batch_size, p.timeout_s) if local else {}
-        policies: dict[str, Policy] = dict(actors)
+        served = self._served(inputs.get("endpoints"), local, ctx.node_id)
+        self._check_names(local, ctx.node_id, served)
+        keys = {name: _served_key(e, name, ctx.node_id) for name, e in served.items()}  # before any actor starts
+        http: dict[str, Policy] = {}
+        servers: dict[str, ServedBy] = {}  # where each HTTP policy's server counts what it finished
         for endpoint in p.endpoints:
             key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
-            policies[endpoint.name] = OpenAIPolicy(endpoint.name, endpoint.base_url, endpoint.model, key, p.timeout_s)
+            http[endpoint.name] = OpenAIPolicy(endpoint.name, endpoint.base_url, endpoint.model, key, p.timeout_s)
+            servers[endpoint.name] = ServedBy(server_root(endpoint.base_url) + "/metrics", endpoint.model)
+        for name, e in served.items():
+            http[name] = OpenAIPolicy(name, e.base_url, e.model, keys[name], p.timeout_s)
+            servers[name] = ServedBy(e.metrics_url, e.model)
+        actors = start_local_policies(local, p.actor_cpus, p.max_batch_size, p.timeout_s) if local else {}
+        counts = CallCounts({**actors, **http}, servers)
         try:
-            results = asyncio.run(self._all_runs(tasks, policies, ctx, dev))
+            counts.start(ctx)
+            results = asyncio.run(self._all_runs(tasks, dict(counts.policies), ctx, dev))
         finally:
             stop_local_policies(actors)
+            counts.report(ctx)  # what was sent also when the search failed
         out_dir = Path(ctx.path("nodes", ctx.node_id, "results"))
         out_dir.mkdir(parents=True, exist_ok=True)
         for old in out_dir.glob("*.parquet"):
@@ -125,9 +160,29 @@ class ComctsSearch(Stage[SearchStageParams]):
         pq.write_table(pa.Table.from_pylist(results), out_dir / "part-0.parquet")
         return DatasetArtifact(ray.data.read_parquet(str(out_dir)), path=str(out_dir), rows=len(results))
 
-    def _check_names(self, local: dict[str, str], node_id: str) -> None:
+    def _served(self, reports: Any, local: dict[str, str], node_id: str) -> dict[str, ServedEndpoint]:
+        """The ``endpoints`` input (one serve_llm Report or a list) by policy name (the model served);
+        ValueError naming the node for any other artifact and for a name taken twice."""
+        if reports is None:
+            return {}
+        served: dict[str, ServedEndpoint] = {}
+        static = {e.name for e in self.params.endpoints}
+        for report in reports if isinstance(reports, (list, tuple)) else [reports]:
+            endpoint = served_endpoint(f"comcts_search node {node_id!r}", report, "endpoints")
+            name = endpoint.model
+            where = ("a local policy of the `policies` input" if name in local else
+                     "an `endpoints` param entry" if name in static else
+                     "another `endpoints` input" if name in served else None)
+            if where is not None:
+                raise ValueError(f"node {node_id!r}: the `endpoints` input serving {name!r} ({endpoint.base_url}) "
+                                 f"takes the policy name {name!r} of {where}; give the serve_llm node another "
+                                 "`model_name`")
+            served[name] = endpoint
+        return served
+
+    def _check_names(self, local: dict[str, str], node_id: str, served: dict[str, ServedEndpoint] | None = None) -> None:
         p = self.params
-        known = set(local) | {e.name for e in p.endpoints}
+        known = set(local) | {e.name for e in p.endpoints} | set(served or {})
         for run in p.runs:
             wanted = [n for n in run.policies if n != BEST]
             wanted += [j.split(":", 1)[1] for j in run.judges if j.startswith("policy:")]
@@ -240,6 +295,17 @@ class ComctsSearch(Stage[SearchStageParams]):
             return row
 
         return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks))))
+
+
+def _served_key(endpoint: ServedEndpoint, name: str, node_id: str) -> str | None:
+    """The bearer key of a served endpoint, from the variable its Report names (on this machine)."""
+    if endpoint.api_key_env is None:
+        return None
+    key = os.environ.get(endpoint.api_key_env)
+    if not key:
+        raise ValueError(f"node {node_id!r}: the `endpoints` input serving {name!r} requires the key in "
+                         f"${endpoint.api_key_env}, which is not set here")
+    return key
 
 
 class _Renamed:

@@ -16,6 +16,7 @@ from typing import Any
 
 from raypress.operators.llm.api.client import DEFAULT_RESPONSE_PATH, ChatClient
 from raypress.operators.llm.api.params import ApiParams, is_http_url
+from raypress.operators.shared.served_endpoint import served_endpoint
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
 DEFAULT_CHAT_PATH = "/chat/completions"
@@ -58,10 +59,8 @@ def chat_client(op: str, params: ApiParams, model_field: str, report: Any | None
 def _report_metrics(op: str, report: Any | None) -> dict[str, Any] | None:
     if report is None:
         return None
-    metrics = getattr(report, "metrics", None)
-    if not isinstance(metrics, dict) or not isinstance(metrics.get("base_url"), str) or not metrics.get("model"):
-        raise ValueError(f"{op}: the `endpoint` input must be a serve_llm Report (with base_url and model)")
-    return metrics
+    served_endpoint(op, report)  # a serve_llm Report, or a ValueError that says so
+    return report.metrics
 
 
 def _model(op: str, params: ApiParams, model_field: str, metrics: dict[str, Any] | None) -> str | None:
