@@ -24,6 +24,12 @@ out = Console(highlight=False, width=_WIDTH)
 
 SET_METAVAR = "NODE.PARAM=VALUE"
 SET_HELP = "override a node's parameter (VALUE is YAML); repeatable"
+PROFILE_HELP = "apply the file's `profiles.NAME` values first (then --set)"
+
+
+def _with_profile(overrides: List[str], profile: Optional[str]) -> List[str]:
+    """``--profile NAME`` is ``--set settings.profile=NAME``, placed first so that --set wins."""
+    return ([f"settings.profile={profile}"] if profile else []) + list(overrides)
 INGRESS_METAVAR = "auto|haproxy|proxy"
 
 
@@ -77,19 +83,21 @@ def _or_exit(file: str, load):
 
 @app.command()
 def validate(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML"),
-             set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP)):
+             set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP),
+             profile: Optional[str] = typer.Option(None, "--profile", metavar="NAME", help=PROFILE_HELP)):
     """Check a pipeline without running it; print every problem with file:line."""
-    vp = _load_or_exit(file, set_)
+    vp = _load_or_exit(file, _with_profile(set_, profile))
     out.print(f"{file}: ok ({len(vp.nodes)} nodes)")
 
 
 @app.command()
 def plan(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML"),
-         set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP)):
+         set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP),
+         profile: Optional[str] = typer.Option(None, "--profile", metavar="NAME", help=PROFILE_HELP)):
     """Print the DAG in execution order, with materialization points and resources."""
     from raypress.dag.plan import describe, make_plan
 
-    vp = _load_or_exit(file, set_)
+    vp = _load_or_exit(file, _with_profile(set_, profile))
     rows = describe(make_plan(vp))
     columns = ("step", "node", "op", "kind", "inputs", "resources", "materialized")
     if len(rows) > _RICH_TABLE_ROWS:  # rich lays a table out in ~1 ms a row: 65,000 rows would take a minute
@@ -159,6 +167,7 @@ def run(file: str = typer.Argument(..., metavar="FILE",
         run_dir: Optional[str] = typer.Option(None, "--run-dir", metavar="DIR",
                                               help="default runs/<name>/<timestamp>"),
         set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP),
+        profile: Optional[str] = typer.Option(None, "--profile", metavar="NAME", help=PROFILE_HELP),
         address: Optional[str] = typer.Option(None, "--address", metavar="HOST:PORT",
                                               help="Ray cluster address (default: embedded Ray, or RAY_ADDRESS)"),
         ray_host: Optional[str] = typer.Option(None, "--ray-host", metavar="HOST", help=RAY_HOST_HELP),
@@ -183,7 +192,7 @@ def run(file: str = typer.Argument(..., metavar="FILE",
         exit_on_signals()
     if columns:
         console.width = out.width = columns
-    resolved = _resolve_or_exit(file, set_, run_dir, address)
+    resolved = _resolve_or_exit(file, _with_profile(set_, profile), run_dir, address)
     try:
         if in_process:
             _run_in_process(resolved, address, ray_host, take_lock=not held_by_parent(resolved.run_dir),
@@ -327,6 +336,7 @@ def submit(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML")
                                                  "`run` (default runs/<name>/<timestamp>); on a multi-node "
                                                  "cluster, on storage every node mounts at the same path"),
            set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP),
+           profile: Optional[str] = typer.Option(None, "--profile", metavar="NAME", help=PROFILE_HELP),
            pip: List[str] = typer.Option([], "--pip", metavar="REQUIREMENT",
                                          help="extra pip requirement for the cluster's runtime env"),
            no_follow: bool = typer.Option(False, "--no-follow", help="submit and return without streaming logs"),
@@ -339,7 +349,8 @@ def submit(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML")
 
     # model files are found on the cluster, where the ops run: not pinned here
     # and its inputs on the cluster's storage, which its probe checks
-    resolved = _resolve_or_exit(file, set_, run_dir, address=address or "auto", inputs_here=False)
+    resolved = _resolve_or_exit(file, _with_profile(set_, profile), run_dir, address=address or "auto",
+                                inputs_here=False)
     try:
         status = submit_resolved(resolved, address, extra_pip=list(pip) or None, follow=not no_follow,
                                  check=not no_check,

@@ -105,6 +105,7 @@ def describe(plan: Plan) -> list[dict]:
     for nid, step in step_of.items():
         node = plan.node(nid)
         res = node.resources
+        workers = node.op_cls.planned_workers(node.params)
         rows.append({
             "node": nid,
             "op": node.op_cls.name,
@@ -112,7 +113,7 @@ def describe(plan: Plan) -> list[dict]:
             "inputs": ", ".join(f"{k}={'+'.join(v)}" if k != "data" else "+".join(v) for k, v in node.slots.items()),
             "step": step,
             "resources": f"cpu={res.num_cpus:g}" + (f" gpu={res.num_gpus:g}" if res.num_gpus else "")
-                         + (" actors" if node.op_cls.stateful else ""),
+                         + (" actors" if node.op_cls.stateful else "") + (f"; {workers}" if workers else ""),
             "materialized": plan.materialize.get(nid, "writes files" if node.kind == OpKind.WRITER else ""),
         })
     return rows

@@ -21,7 +21,7 @@ from raypress.dag.yaml_lines import LocatedDoc, load_located, read_pipeline_text
 from raypress.schema import STATS_COL
 from raypress.suggest import did_you_mean
 
-NATIVE_TOP_KEYS = ("name", "description", "resolved", "settings", "nodes")
+NATIVE_TOP_KEYS = ("name", "description", "resolved", "settings", "profiles", "nodes")
 RESOLVED_KEY = "resolved"  # the top-level key that marks a resolved file (dag/resolve.py) and says from what
 RESOLVED_FIELDS = ("source", "overrides", "run_dir", "base_dir")
 TOP_KEYS = NATIVE_TOP_KEYS + tuple(k for k in dj_compat.GLOBAL_KEYS if k not in NATIVE_TOP_KEYS)
@@ -70,6 +70,9 @@ class Settings:
         # a column naming each row's source (tag_source_mapper writes it): the ledger then counts every
         # node's rows per source too (`by_source`), and says which source a cross-source duplicate lost to
         "source_key": None,
+        # a named set of parameter values from the file's `profiles:` (e.g. `reduced`, `cluster`), applied
+        # before the `--set` overrides (`--profile NAME` or `--set settings.profile=NAME`)
+        "profile": None,
     }
 
 
@@ -198,9 +201,45 @@ def spec_from_doc(doc: LocatedDoc, overrides=(), default_name: str = "pipeline")
             problems.append(Problem(f, doc.line((RESOLVED_KEY,)), resolution, key=RESOLVED_KEY))
         else:
             spec.resolution = resolution
+    if spec.resolution is None:  # a resolved file holds the profile's values already (and no profiles)
+        apply_profile(spec, data, doc, overrides)
     apply_overrides(spec, overrides)
     resolve_param_references(spec)
     return spec
+
+
+def apply_profile(spec: PipelineSpec, data: dict, doc: LocatedDoc, overrides) -> None:
+    """The values of the chosen profile (``settings.profile``, from the file or `--set`): each entry of
+    ``profiles.NAME`` is ``NODE.PARAM: VALUE`` or ``settings.KEY: VALUE``, set as a `--set` would set it
+    (before the command line's, which win); ``description`` says what the profile is for."""
+    chosen = spec.settings.get("profile")
+    for item in overrides or ():
+        if item.startswith("settings.profile="):
+            chosen = yaml.safe_load(item.split("=", 1)[1]) or None
+    profiles = data.get("profiles") or {}
+    f = doc.file
+    if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
+        spec.problems.append(Problem(f, doc.line(("profiles",)), "`profiles` must map each profile's name to a "
+                                     "mapping of `NODE.PARAM: VALUE`", key="profiles"))
+        return
+    if chosen is None:
+        return
+    if chosen not in profiles:
+        known = ", ".join(map(str, profiles)) or "none"
+        spec.problems.append(Problem(f, doc.line(("settings", "profile")), f"unknown profile {chosen!r} "
+                                     f"(this file's profiles: {known})", key="settings.profile"))
+        return
+    by_id = {n.id: n for n in spec.nodes}
+    for key, value in profiles[chosen].items():
+        if key == "description":
+            continue
+        where = Problem(f, doc.line(("profiles", chosen, key)), "", key=f"profiles.{chosen}.{key}")
+        if not isinstance(key, str) or "." not in key:
+            where.message = "a profile's entry is `NODE.PARAM: VALUE` or `settings.KEY: VALUE`"
+            spec.problems.append(where)
+            continue
+        node_id, param = key.split(".", 1)
+        _set_value(spec, by_id, node_id, param, value, where)
 
 
 def _read_nodes(data: dict, doc: LocatedDoc, problems: list[Problem]) -> list[NodeSpec]:
@@ -515,23 +554,28 @@ def apply_overrides(spec: PipelineSpec, overrides) -> None:
             continue
         target, raw_value = item.split("=", 1)
         node_id, param = target.split(".", 1)
-        targets = _override_targets(node_id, param, by_id)
-        if isinstance(targets, str):
-            where.message = targets
-            spec.problems.append(where)
-            continue
         try:
             value = yaml.safe_load(raw_value) if raw_value != "" else ""
         except yaml.YAMLError as exc:
             where.message = f"value is not valid YAML: {exc}"
             spec.problems.append(where)
             continue
-        if not targets:  # settings.KEY: a bad value is reported by validate, like one in the file
-            spec.settings[param] = value
-        for nid in targets:
-            node = by_id[nid]
-            node.params = copy.deepcopy(node.params)
-            node.params[param] = copy.deepcopy(value)
+        _set_value(spec, by_id, node_id, param, value, where)
+
+
+def _set_value(spec: PipelineSpec, by_id: dict, node_id: str, param: str, value: Any, where: Problem) -> None:
+    """Set ``node_id.param`` (a glob of node ids, or ``settings``) to ``value``, or say why not at ``where``."""
+    targets = _override_targets(node_id, param, by_id)
+    if isinstance(targets, str):
+        where.message = targets
+        spec.problems.append(where)
+        return
+    if not targets:  # settings.KEY: a bad value is reported by validate, like one in the file
+        spec.settings[param] = value
+    for nid in targets:
+        node = by_id[nid]
+        node.params = copy.deepcopy(node.params)
+        node.params[param] = copy.deepcopy(value)
 
 
 PARAM_REFERENCE = re.compile(r"^\$\{([A-Za-z0-9_.-]+)\.([A-Za-z0-9_]+)\}$")

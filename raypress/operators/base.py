@@ -167,6 +167,13 @@ class Operator(ABC, Generic[P]):
                 if isinstance(arg, type) and issubclass(arg, Params):
                     cls.Params = arg
 
+    @classmethod
+    def planned_workers(cls, params: Any) -> str:
+        """What a stage asks Ray for beyond its driver-side node (Ray Train workers, Serve replicas,
+        policy actors), as `raypress plan` shows it: where the work of a training or serving node
+        would run on a cluster.  "" for ops that run as the node's own tasks."""
+        return ""
+
     def __init__(self, params: P, artifacts: dict[str, "Artifact"] | None = None):
         self.params = params
         self.artifacts = artifacts or {}

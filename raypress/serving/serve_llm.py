@@ -43,6 +43,10 @@ class ServeLLMParams(Params):
 class ServeLLM(Stage[ServeLLMParams]):
     """Deploy a Model with Ray Serve (OpenAI-compatible API); the Report holds the endpoint URL."""
 
+    @classmethod
+    def planned_workers(cls, params: Any) -> str:
+        return f"a Serve replica × cpu={params.num_cpus:g}" + (f" gpu={params.num_gpus:g}" if params.num_gpus else "")
+
     inputs: ClassVar[dict[str, ArtifactType]] = {"model": ArtifactType.MODEL}
     output: ClassVar[ArtifactType] = ArtifactType.REPORT
     resources: ClassVar[Resources] = Resources(num_cpus=0)

@@ -52,7 +52,7 @@ from raypress.models.moe_checkpoint import from_hf_dict
 from raypress.operators.base import Params, Resources, RunContext, Stage
 from raypress.operators.reasoning.policies.model_set import KIND, policy_dirs
 from raypress.operators.registry import register
-from raypress.operators.shared.moe_lm_trainer import MoELMTrainer, TrainMoELMParams
+from raypress.operators.shared.moe_lm_trainer import MoELMTrainer, TrainMoELMParams, train_workers
 from raypress.schema import ArtifactType
 
 CONTEXT = 256  # tokens per training block (capped by the policy's own context)
@@ -76,6 +76,7 @@ class CollectiveSFTParams(Params):
     max_steps: int = Field(500, ge=1, description="the steps every policy trains (the compute both modes match)")
     max_minutes: float = Field(15.0, gt=0, description="safety stop; the actual steps are reported (a cut "
                                                        "run is no longer compute-matched)")
+    use_gpu: bool | None = Field(None, description="a GPU per Ray Train worker (None: where the cluster has one per worker)")
     num_workers: int = Field(2, ge=0, description="Ray Train workers; 0: local mode (no actors to start)")
     parallel: int = Field(1, ge=1, description="policies trained at the same time (needs num_workers >= 1 if > 1)")
     seed: int = Field(0, description="the training seed, the order of the examples and the corpus sample")
@@ -115,7 +116,7 @@ def trainer_params(p: CollectiveSFTParams, init_from: str) -> TrainMoELMParams:
     learning rate and seed are the compute the control matches)."""
     return TrainMoELMParams(init_from=init_from, prompt_key="prompt", context_length=CONTEXT, batch_size=p.batch_size,
                             lr=p.lr, warmup_steps=10, max_steps=p.max_steps, max_minutes=p.max_minutes,
-                            num_workers=p.num_workers, seed=p.seed)
+                            num_workers=p.num_workers, use_gpu=p.use_gpu, seed=p.seed)
 
 
 def repeats(p: CollectiveSFTParams, examples: list[tuple[str, str]]) -> int:
@@ -248,6 +249,10 @@ class CollectiveSFT(Stage[CollectiveSFTParams]):
     training text; used for every policy when given) or ``tasks`` (the questions a policy set's
     recorded mixes are redrawn from). Output: a policy set for a policy set, the fine-tuned model
     itself for a single Model (loadable by ``serve_llm``, ``moe_cap_benchmark``, ``evaluate_reasoning``)."""
+
+    @classmethod
+    def planned_workers(cls, params: Any) -> str:
+        return train_workers(params.num_workers, params.use_gpu, len(params.policies) if params.policies else 1)
 
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "model": ArtifactType.MODEL,
                                                  "tasks": ArtifactType.DATASET, "corpus": ArtifactType.DATASET}

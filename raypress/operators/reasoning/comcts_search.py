@@ -113,6 +113,10 @@ class SearchStageParams(Params):
 class ComctsSearch(Stage[SearchStageParams]):
     """Collective MCTS and its baselines (direct, independent sampling, single-model, copies) over every question -> result rows."""
 
+    @classmethod
+    def planned_workers(cls, params: Any) -> str:
+        return f"a policy actor per local policy × cpu={params.actor_cpus:g}"
+
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "policies": ArtifactType.MODEL,
                                                  "dev": ArtifactType.DATASET, "endpoints": ArtifactType.REPORT}
     # `dev`: questions on which `@best` is chosen (never the questions the table is computed on);

@@ -59,6 +59,10 @@ async def direct_answers(policy: Policy, tasks: list[Task], max_tokens: int, con
 class EvaluateReasoning(Stage[EvaluateReasoningParams]):
     """Greedy direct-answer accuracy (bootstrap 95% CI, per family) of each policy on held-out questions -> Report."""
 
+    @classmethod
+    def planned_workers(cls, params: Any) -> str:
+        return f"a policy actor per policy × cpu={params.actor_cpus:g}"
+
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "model": ArtifactType.MODEL}
     output: ClassVar[ArtifactType] = ArtifactType.REPORT
     resources: ClassVar[Resources] = Resources(num_cpus=0)

@@ -17,7 +17,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -28,6 +28,7 @@ from raypress.operators.reasoning.policies.model_set import KIND
 from raypress.operators.reasoning.tasks.rows import task_from_row
 from raypress.operators.reasoning.search.types import Task
 from raypress.operators.registry import register
+from raypress.operators.shared.moe_lm_trainer import train_workers
 from raypress.operators.shared.moe_lm_trainer import MoELMTrainer, TrainMoELMParams
 from raypress.schema import ArtifactType
 
@@ -68,6 +69,7 @@ class TrainPoliciesParams(Params):
     lr: float = Field(3e-3, gt=0)
     max_steps: int = Field(2000, ge=1)
     max_minutes: float = Field(3.0, gt=0, description="training budget of EACH policy")
+    use_gpu: bool | None = Field(None, description="a GPU per Ray Train worker (None: where the cluster has one per worker)")
     num_workers: int = Field(1, ge=0, description="Ray Train workers per policy; 0: Ray Train's local "
                                                   "mode (the loop runs in the driver; no actors to start)")
     parallel: int = Field(2, ge=1, description="policies trained at the same time")
@@ -139,6 +141,10 @@ def policy_corpus(spec: PolicySpec, tasks: list[Task], n: int, judge_rate: float
 class TrainPolicies(Stage[TrainPoliciesParams]):
     """Train K small policy LMs (Ray Train), each on worked solutions from its own data mix -> a policy-set Model."""
 
+    @classmethod
+    def planned_workers(cls, params: Any) -> str:
+        return train_workers(params.num_workers, params.use_gpu, len(params.policies))
+
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET, "exclude": ArtifactType.DATASET}
     # `exclude`: questions never to train on (the search and held-out sets): small task spaces
     # (two single-digit steps) repeat questions across generator seeds
@@ -174,7 +180,7 @@ class TrainPolicies(Stage[TrainPoliciesParams]):
                 num_attention_heads=p.num_attention_heads, num_key_value_heads=p.num_key_value_heads,
                 num_local_experts=p.num_local_experts, num_experts_per_tok=p.num_experts_per_tok,
                 context_length=p.context_length, batch_size=p.batch_size, lr=p.lr, max_steps=p.max_steps,
-                max_minutes=p.max_minutes, num_workers=p.num_workers, seed=spec.seed, warmup_steps=20,
+                max_minutes=p.max_minutes, num_workers=p.num_workers, use_gpu=p.use_gpu, seed=spec.seed, warmup_steps=20,
                 prompt_key="prompt",
             ))
             rows = [{"prompt": prompt, "text": solution} for prompt, solution in examples]

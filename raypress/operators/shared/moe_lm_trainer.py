@@ -95,6 +95,10 @@ class MoELMTrainer(Stage[TrainMoELMParams]):
     Shared by the ``train_moe_lm`` op and the reasoning stages that train policies on it.
     The model is saved in the Hugging Face Mixtral layout (Qwen2-MoE with a shared expert)."""
 
+    @classmethod
+    def planned_workers(cls, params: Any) -> str:
+        return train_workers(params.num_workers, params.use_gpu)
+
     inputs: ClassVar[dict[str, ArtifactType]] = {"data": ArtifactType.DATASET}
     output: ClassVar[ArtifactType] = ArtifactType.MODEL
     # The driver only coordinates; the Ray Train workers ask for their own CPUs/GPUs.
@@ -171,3 +175,12 @@ class MoELMTrainer(Stage[TrainMoELMParams]):
         })
         artifact.save_manifest()
         return artifact
+
+
+def train_workers(num_workers: int, use_gpu: bool | None, trainings: int = 1) -> str:
+    """`raypress plan`'s words for ``trainings`` Ray Train runs of ``num_workers`` workers each."""
+    times = f"{trainings} trainings × " if trainings > 1 else ""
+    if num_workers == 0:
+        return f"{times}Ray Train local mode (in the driver)"
+    gpu = {True: " gpu=1", False: "", None: " (gpu=1 where the cluster has a GPU per worker)"}[use_gpu]
+    return f"{times}{num_workers} Ray Train workers × cpu=1{gpu}"
