@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from raypress.operators.base import Operator
+from raypress import ast_safe
 
 _REGISTRY: dict[str, type[Operator]] = {}
 _LOADED = False
@@ -168,7 +169,7 @@ def missing_for_params(name: str, params: Any) -> list[tuple[str, str]]:
 def _module_ast(module: str) -> ast.Module:
     spec = importlib.util.find_spec(module)
     assert spec is not None and spec.origin is not None, module
-    return ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return ast_safe.parse(Path(spec.origin).read_text(encoding="utf-8"))
 
 
 def get_op(name: str) -> type[Operator] | None:

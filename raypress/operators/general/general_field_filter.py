@@ -38,6 +38,7 @@ from pydantic import Field, field_validator
 from raypress.operators.base import Filter, Params
 from raypress.operators.registry import register
 from raypress.schema import STATS_COL
+from raypress import ast_safe
 
 STAT = "general_field_filter_condition"
 _ALIASES = {"__dj__stats__": STATS_COL, "__dj__meta__": "meta"}  # Data-Juicer's field -> raypress's column
@@ -76,7 +77,7 @@ def check_node(node: ast.AST) -> None:
     elif isinstance(node, (ast.Name, ast.Constant)) or _negative_number(node):
         return
     else:
-        raise ConditionError(f"unsupported expression {ast.unparse(node)!r} ({type(node).__name__}): a condition "
+        raise ConditionError(f"unsupported expression {ast_safe.unparse(node)!r} ({type(node).__name__}): a condition "
                              "is fields and constants compared with < <= > >= == !=, joined by and/or")
 
 
@@ -87,7 +88,7 @@ def parse_condition(condition: str) -> ast.expr | None:
     if not text:
         return None
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = ast_safe.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ConditionError(f"invalid filter condition {condition!r}: {exc.msg}") from None
     except (RecursionError, MemoryError):

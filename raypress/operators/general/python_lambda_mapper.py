@@ -15,6 +15,7 @@ from pydantic import Field, field_validator
 
 from raypress.operators.base import Mapper, Params
 from raypress.operators.registry import register
+from raypress import ast_safe
 
 LAMBDA_HINT = "lambda_str must be a lambda expression, e.g. `lambda sample: {**sample, ...}`"
 
@@ -27,14 +28,14 @@ def check_lambda_syntax(source: str) -> None:
     """Parse, never evaluate: `source` must be one lambda expression taking exactly one argument
     (the row, or with ``batched`` the batch), as Data-Juicer checks: ``lambda x, y: ...`` would
     otherwise be accepted here and fail on every row."""
-    tree = ast.parse(source, mode="eval")
+    tree = ast_safe.parse(source, mode="eval")
     if not isinstance(tree.body, ast.Lambda):
         raise ValueError(LAMBDA_HINT)
     args = tree.body.args
     positional = len(args.posonlyargs) + len(args.args)
     required_kw = [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
     if positional != 1 or args.vararg is not None or required_kw:
-        given = ast.unparse(args)
+        given = ast_safe.unparse(args)
         raise ValueError(f"lambda_str must take exactly one argument (the row, or with batched: true the "
                          f"batch); it takes ({given}), so it would fail on every row")
 

@@ -16,6 +16,7 @@ from raypress.operators.reasoning.tasks.families.flaws import SLIPS, check_kind,
 from raypress.operators.reasoning.tasks.families.rg_family import RgFamily
 from raypress.operators.reasoning.tasks.families.step_text import Solution, Steps, apply_op, fmt, parse_binary_step, safe_eval
 from raypress.operators.reasoning.search.types import Task
+from raypress import ast_safe
 
 
 @lru_cache(maxsize=1 << 16)
@@ -180,7 +181,7 @@ class Countdown(RgFamily):
             steps.append(f"{fmt(sa)} {op} {fmt(sb)} = {fmt(sc)}")
             node = ast.BinOp(na, {"+": ast.Add(), "-": ast.Sub(), "*": ast.Mult(), "/": ast.Div()}[op], nb)
             state.append((Fraction(c), sc, node))
-        return steps, ast.unparse(state[0][2])
+        return steps, ast_safe.unparse(state[0][2])
 
 
 def _take(values: list[Fraction], wanted: list[Fraction]) -> list[Fraction] | None:

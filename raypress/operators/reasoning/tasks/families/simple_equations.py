@@ -16,11 +16,12 @@ from raypress.operators.reasoning.tasks.families.flaws import SLIPS, check_kind,
 from raypress.operators.reasoning.tasks.families.rg_family import RgFamily
 from raypress.operators.reasoning.tasks.families.step_text import GLYPHS, Solution, Steps, fmt, safe_eval
 from raypress.operators.reasoning.search.types import Task
+from raypress import ast_safe
 
 
 def linear(text: str, var: str) -> tuple[Fraction, Fraction]:
     """``text`` as ``a*var + b`` -> ``(a, b)``; ValueError when it is not linear arithmetic."""
-    tree = ast.parse(text.translate(GLYPHS).strip(), mode="eval").body
+    tree = ast_safe.parse(text.translate(GLYPHS).strip(), mode="eval").body
     return _linear(tree, var)
 
 
@@ -39,7 +40,7 @@ def _linear(node: ast.AST, var: str) -> tuple[Fraction, Fraction]:
             return a1 * b2 + a2 * b1, b1 * b2
         if isinstance(node.op, ast.Div) and a2 == 0 and b2 != 0:
             return a1 / b2, b1 / b2
-    return Fraction(0), safe_eval(ast.unparse(node))
+    return Fraction(0), safe_eval(ast_safe.unparse(node))
 
 
 def _var_term(a: Fraction, var: str) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from raypress.operators.reasoning.search.types import ANSWER_PREFIX
+from raypress import ast_safe
 
 MAX_EXPR_CHARS = 300  # longer "arithmetic" from a model is not worth parsing
 GLYPHS = str.maketrans({"×": "*", "÷": "/", "−": "-", "–": "-"})
@@ -55,7 +56,7 @@ def safe_eval(text: str, variables: dict[str, Fraction] | None = None) -> Fracti
     if not text or len(text) > MAX_EXPR_CHARS:
         raise ValueError("empty or too long expression")
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = ast_safe.parse(text, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ValueError(f"not an expression: {text!r}") from exc
     return _eval_node(tree.body, variables or {})
