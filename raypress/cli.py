@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -94,12 +95,21 @@ def validate(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML
 def plan(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML"),
          set_: List[str] = typer.Option([], "--set", metavar=SET_METAVAR, help=SET_HELP),
          profile: Optional[str] = typer.Option(None, "--profile", metavar="NAME", help=PROFILE_HELP)):
-    """Print the DAG in execution order, with materialization points and resources."""
+    """Print the DAG in execution order, with materialization points and resources.
+
+    Given a run directory's resolved pipeline.yaml, also what a resume would do with each node
+    (skip it, or run it again and why), without running anything."""
     from raypress.dag.plan import describe, make_plan
 
     vp = _load_or_exit(file, _with_profile(set_, profile))
     rows = describe(make_plan(vp))
-    columns = ("step", "node", "op", "kind", "inputs", "resources", "materialized")
+    columns: tuple[str, ...] = ("step", "node", "op", "kind", "inputs", "resources", "materialized")
+    if vp.spec.resolution is not None and (Path(vp.spec.resolution.run_dir) / "state").is_dir():
+        fates = _resume_fates(file)
+        for r in rows:
+            fate = fates[r["node"]]
+            r["resume"] = "skip" if fate["action"] == "skip" else f"run: {fate['reason']}"
+        columns += ("resume",)
     if len(rows) > _RICH_TABLE_ROWS:  # rich lays a table out in ~1 ms a row: 65,000 rows would take a minute
         print(f"plan: {vp.spec.name} ({len(rows):,} nodes)")
         sys.stdout.writelines(plain_table([[str(r[c]) for c in columns] for r in rows], columns))
@@ -113,6 +123,14 @@ def plan(file: str = typer.Argument(..., metavar="FILE", help="pipeline YAML"),
 
 
 _RICH_TABLE_ROWS = 500
+
+
+def _resume_fates(file: str) -> dict[str, dict]:
+    """What a resume of the run directory ``file`` belongs to would do with each node (dag.resume_plan)."""
+    from raypress.dag.resume_plan import resume_plan
+    from raypress.dag.runner import Runner
+
+    return resume_plan(Runner(_resolve_or_exit(file, [], None)))
 
 
 def plain_table(rows: list[list[str]], header: tuple[str, ...]) -> list[str]:

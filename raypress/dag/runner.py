@@ -340,7 +340,7 @@ class Runner:
         return {"files": files, "upstream": {p: self.output_digests.get(p) for p in upstream}}
 
     def _save_state(self, nid: str, consumed: dict[str, Any], produced: dict[str, int], rest: dict[str, Any]) -> None:
-        self.output_digests[nid] = digest(produced)
+        self.output_digests[nid] = self._output_digest(nid, consumed, produced)
         self.store.save_state(nid, {"hash": self.hashes[nid], "consumed": consumed, "produced": produced, **rest})
 
     def _resume(self, sink: str, chain: list[str], consumed: dict[str, Any]) -> bool:
@@ -349,17 +349,31 @@ class Runner:
         state = self.store.load_state(sink)
         if state is None:
             return False
-        reason = "configuration changed" if state.get("hash") != self.hashes[sink] else _stale(state, consumed)
+        reason = self.stale_reason(sink, state, consumed)
         if reason is not None:
             self.emit({"event": "node_rerun", "node": sink, "nodes": chain, "reason": reason})
             return False
         self.ledger.nodes.update(state["entries"])
         self._restore_artifact(sink, state)
-        self.output_digests[sink] = digest(state["produced"])
+        self.output_digests[sink] = self._output_digest(sink, state["consumed"], state["produced"])
         for nid in chain:
             self.emit({"event": "node_skipped", "node": nid,
                        "reason": "output on disk, inputs and config unchanged"})
         return True
+
+    def stale_reason(self, sink: str, state: dict[str, Any], consumed: dict[str, Any]) -> str | None:
+        """Why the step ending at ``sink`` must run again although it finished once (None: it need not)."""
+        if not self.vp.nodes[sink].op_cls.resumable:
+            return "it serves a live endpoint: started again"
+        return "configuration changed" if state.get("hash") != self.hashes[sink] else _stale(state, consumed)
+
+    def _output_digest(self, sink: str, consumed: dict[str, Any], produced: dict[str, int]) -> str:
+        """What the steps after ``sink`` compare to tell whether its output changed: its files, or for an
+        op that is started again on every run (a live endpoint) its configuration and inputs: a
+        redeployed endpoint of the same model is the same service, and the nodes after it stay done."""
+        if self.vp.nodes[sink].op_cls.resumable:
+            return digest(produced)
+        return digest({"config": self.hashes[sink], **{f"upstream:{k}": v for k, v in consumed["upstream"].items()}})
 
     def _restore_artifact(self, sink: str, state: dict[str, Any]) -> None:
         kind = state.get("type")
