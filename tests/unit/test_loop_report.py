@@ -58,9 +58,9 @@ def test_tokens_per_source_and_search_calls_on_both_sides() -> None:
 def test_the_report_links_resolve_and_name_the_missing(tmp_path: Path) -> None:
     model_dir = tmp_path / "models" / "model"
     model_dir.mkdir(parents=True)
-    model = ModelArtifact(str(model_dir), config={"training": {
-        "steps": 20, "tokens": 4096, "initial_loss": 7.5, "final_loss": 5.0,
-        "history": [{"step": 1, "loss": 7.5}, {"step": 10, "loss": 6.0}, {"step": 20, "loss": 5.0}]}})
+    model = ModelArtifact(str(model_dir), config={
+        "training": {"steps": 20, "tokens": 4096, "initial_loss": 7.5, "final_loss": 5.0},
+        "history": [{"step": 1, "loss": 7.5}, {"step": 10, "loss": 6.0}, {"step": 20, "loss": 5.0}]})
     search = ReportArtifact(str(tmp_path / "reports" / "report" / "report.json"), {
         "table": [{"run": "comcts", "method": "comcts", "policies": ["arith", "served"], "questions": 10,
                    "solved": 4, "success_rate": 0.4, "ci95": [0.1, 0.7], "calls_mean": 12.0}],

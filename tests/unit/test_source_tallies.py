@@ -103,3 +103,14 @@ def test_tagging_a_branch_at_its_reader_then_narrowing_it_prefixes_ids_once() ->
     narrowed = TagSourceMapper(TagSourceParams(source="sec")).process_batch(tagged)
     assert narrowed.to_pylist() == [{"id": "sec/a", "text": "x", "corpus": "sec"},
                                     {"id": "sec/b", "text": "y", "corpus": "sec"}]
+
+
+def test_a_node_whose_segment_dropped_the_source_column_is_not_a_per_source_problem() -> None:
+    def node(split: dict) -> dict:
+        return {"op": "x", "kind": "mapper", "rows_in": 3, "rows_out": 3, "dropped": {}, "duplicates": 0,
+                "quarantined": 0, "by_source": split}
+
+    counts = {"rows_in": 3, "rows_out": 3}
+    ledger = Ledger(nodes={"a": node({"web": counts}), "lambda": node({UNKNOWN: counts})})
+    check_edges(ledger, {"lambda": ["a"]}, {"lambda": OpKind.MAPPER})
+    assert ledger.problems == []

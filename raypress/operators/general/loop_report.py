@@ -131,6 +131,10 @@ def loss_curve(path: Path, curve: list[dict[str, float]]) -> Path:
     return path
 
 
+def _num(value: Any, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
 def markdown(m: dict[str, Any]) -> str:
     """The report as Markdown: one section per stage, each with its links."""
     lines = [f"# {m['title']}", ""]
@@ -157,7 +161,7 @@ def markdown(m: dict[str, Any]) -> str:
     if m.get("training"):
         t = m["training"]
         lines += ["## Training", "", f"{t['steps']} steps over {t['tokens']} tokens; loss {t['initial_loss']:.3f} → "
-                  f"{t['final_loss']:.3f}. ![loss curve]({links.get('loss_curve', '')})", ""]
+                  f"{t['final_loss']:.3f}." + (f" ![loss curve]({links['loss_curve']})" if "loss_curve" in links else ""), ""]
     if m.get("serving"):
         lines += ["## Serving", ""] + [f"- {slot}: `{s['model']}` at {s['base_url']} (deployed in "
                                         f"{s['deploy_seconds']} s)" for slot, s in m["serving"].items()] + [""]
@@ -177,8 +181,8 @@ def markdown(m: dict[str, Any]) -> str:
         lines += ["## MoE-CAP: first model vs final", "", "| model | accuracy | tokens/s | TPOT p50 (s) | decode S-MBU "
                   "| decode S-MFU |", "|---|---|---|---|---|---|"]
         for name, c in m["cap"].items():
-            lines.append(f"| {name} | {c['accuracy']} | {c['throughput_tokens_per_s']} | {c['tpot_p50_s']} | "
-                         f"{c['decode_s_mbu']} | {c['decode_s_mfu']} |")
+            lines.append(f"| {name} | {_num(c['accuracy'], 3)} | {_num(c['throughput_tokens_per_s'], 1)} | "
+                         f"{_num(c['tpot_p50_s'], 4)} | {_num(c['decode_s_mbu'], 4)} | {_num(c['decode_s_mfu'], 4)} |")
         lines.append("")
     lines += ["## Links", ""] + [f"- [{name}]({rel}){'' if m['links_resolve'][name] else ' (missing)'}"
                                  for name, rel in links.items()]

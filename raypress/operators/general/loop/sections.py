@@ -88,11 +88,12 @@ def tokens_section(rows: dict[str, list[dict[str, Any]]], source_key: str, token
 
 
 def training_section(config: dict[str, Any]) -> dict[str, Any]:
-    """Tokens trained on, steps and the loss curve of a ``train_moe_lm`` Model's config."""
+    """Tokens trained on, steps and the loss curve of a ``train_moe_lm`` Model's config (its
+    ``history``: the logged steps)."""
     training = config.get("training") or {}
     keep = ("steps", "epochs", "tokens", "initial_loss", "final_loss", "seconds", "tokens_per_s", "device")
     return {**{k: training.get(k) for k in keep},
-            "curve": [{"step": h["step"], "loss": h["loss"]} for h in training.get("history") or []
+            "curve": [{"step": h["step"], "loss": h["loss"]} for h in config.get("history") or training.get("history") or []
                       if "step" in h and "loss" in h]}
 
 
