@@ -515,11 +515,17 @@ def create_app(engine: Engine, model_name: str, api_key: str | None = None,
 
     @app.post("/v1/completions", responses=GENERATE_RESPONSES)
     async def completions(request: oa.CompletionRequest) -> Any:
-        return await server.completions(request)
+        answer = await server.completions(request)
+        if metrics is not None:
+            metrics.count_user(request.user)
+        return answer
 
     @app.post("/v1/chat/completions", responses=GENERATE_RESPONSES)
     async def chat_completions(request: oa.ChatCompletionRequest) -> Any:
-        return await server.chat(request)
+        answer = await server.chat(request)
+        if metrics is not None:
+            metrics.count_user(request.user)
+        return answer
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:

@@ -42,6 +42,9 @@ def prometheus_available() -> bool:
     return CollectorRegistry is not None
 
 
+MAX_USERS = 100  # distinct `user` labels kept (a label per value: the series must stay few)
+
+
 class PrometheusMetrics:
     """The registry and its series for one served model over one engine."""
 
@@ -66,12 +69,27 @@ class PrometheusMetrics:
                                      registry=reg).labels(model_name)
         self.generation_tokens = Counter("raypress:generation_tokens", "tokens generated", labels,
                                          registry=reg).labels(model_name)
+        # answered requests per client (the OpenAI `user` field): a client counting its own calls (a
+        # search) reads its series while others use the endpoint; at most MAX_USERS names, then "other"
+        self.by_user = Counter("raypress:requests_by_user", "requests answered, by the client's `user` field",
+                               ["model_name", "user"], registry=reg)
+        self.model_name = model_name
+        self.users: set[str] = set()
         Gauge("raypress:num_requests_running", "requests holding a KV-cache slot", labels,
               registry=reg).labels(model_name).set_function(lambda: engine.num_running)
         Gauge("raypress:num_requests_waiting", "requests queued for a KV-cache slot", labels,
               registry=reg).labels(model_name).set_function(lambda: engine.num_waiting)
         Gauge("raypress:kv_cache_usage_perc", "fraction of KV-cache slots in use (1 = full)", labels,
               registry=reg).labels(model_name).set_function(self.kv_cache_usage)
+
+    def count_user(self, user: str | None) -> None:
+        """One answered request of client ``user`` (none: not counted per client)."""
+        if not user:
+            return
+        if user not in self.users and len(self.users) >= MAX_USERS:
+            user = "other"
+        self.users.add(user)
+        self.by_user.labels(self.model_name, user[:128]).inc()
 
     def kv_cache_usage(self) -> float:
         """Slots held / slots: the cache reserves a whole context per sequence, so this is its use."""

@@ -207,3 +207,29 @@ def test_served_policies_are_named_by_their_model_and_never_twice(monkeypatch):
         _served_key(keyed, "served", "search")
     monkeypatch.setenv("RP_TEST_SERVED_KEY", "sk-test")
     assert _served_key(keyed, "served", "search") == "sk-test"
+
+
+def test_a_client_reads_its_own_answered_requests_while_others_use_the_endpoint() -> None:
+    """The server counts answered requests per OpenAI `user`; a search reads only its own series."""
+    from prometheus_client import generate_latest
+
+    from raypress.operators.reasoning.policies.call_counts import answered_for_user
+    from raypress.serving.prometheus_metrics import MAX_USERS, PrometheusMetrics
+
+    class Engine:
+        max_batch_size, free_slots, num_running, num_waiting = 4, 4, 0, 0
+
+    metrics = PrometheusMetrics(Engine(), "served")
+    text = generate_latest(metrics.registry).decode()
+    assert answered_for_user(text, "served", "search-1") == 0  # the family is there before any call
+    for user in ["search-1"] * 3 + ["benchmark"] * 5 + [None]:
+        metrics.count_user(user)
+    text = generate_latest(metrics.registry).decode()
+    assert answered_for_user(text, "served", "search-1") == 3
+    assert answered_for_user(text, "served", "benchmark") == 5
+    assert answered_for_user(text, "other-model", "search-1") == 0
+    for i in range(MAX_USERS + 5):
+        metrics.count_user(f"u{i}")
+    assert answered_for_user(generate_latest(metrics.registry).decode(), "served", "other") >= 5
+    with pytest.raises(ServedCountUnavailable, match="counts no clients"):
+        answered_for_user("# a server without per-client counts\n", "served", "search-1")

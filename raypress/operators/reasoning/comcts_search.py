@@ -19,8 +19,10 @@ search itself is cheap bookkeeping; the model calls it awaits are batched in the
 Calls, counted on both sides (``policies/call_counts.py``): per policy, the model calls the search
 sent (``calls.<policy>``, whatever their outcome) and those that got no answer
 (``failed_calls.<policy>``: an error reply, a timeout, a raise), and for every HTTP policy the
-requests its server finished meanwhile (``served_requests.<policy>``, from the server's Prometheus
-``/metrics`` read before and after the search). They go to the node's ledger entry (``counts``)
+requests its server answered for this search (``served_requests.<policy>``: every call sends the
+OpenAI ``user`` field naming this search, and the server's Prometheus ``/metrics`` counts answered
+requests per ``user``, read before and after), so another client of the endpoint meanwhile does
+not count. They go to the node's ledger entry (``counts``)
 and to one ``policy_calls`` event; a server whose ``/metrics`` cannot be read gives a
 ``served_count_unavailable`` event instead of its count, never a failed search.
 
@@ -141,14 +143,18 @@ class ComctsSearch(Stage[SearchStageParams]):
         self._check_names(local, ctx.node_id, served)
         keys = {name: _served_key(e, name, ctx.node_id) for name, e in served.items()}  # before any actor starts
         http: dict[str, Policy] = {}
-        servers: dict[str, ServedBy] = {}  # where each HTTP policy's server counts what it finished
+        servers: dict[str, ServedBy] = {}  # where each HTTP policy's server counts what it answered
+        # the `user` every HTTP call sends: the server counts this search's calls apart from any other
+        # client's (a benchmark on the same endpoint meanwhile)
+        client = f"raypress:{ctx.node_id}:{os.getpid()}:{time.time_ns()}"
         for endpoint in p.endpoints:
             key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
-            http[endpoint.name] = OpenAIPolicy(endpoint.name, endpoint.base_url, endpoint.model, key, p.timeout_s)
-            servers[endpoint.name] = ServedBy(server_root(endpoint.base_url) + "/metrics", endpoint.model)
+            http[endpoint.name] = OpenAIPolicy(endpoint.name, endpoint.base_url, endpoint.model, key, p.timeout_s,
+                                               user=client)
+            servers[endpoint.name] = ServedBy(server_root(endpoint.base_url) + "/metrics", endpoint.model, client)
         for name, e in served.items():
-            http[name] = OpenAIPolicy(name, e.base_url, e.model, keys[name], p.timeout_s)
-            servers[name] = ServedBy(e.metrics_url, e.model)
+            http[name] = OpenAIPolicy(name, e.base_url, e.model, keys[name], p.timeout_s, user=client)
+            servers[name] = ServedBy(e.metrics_url, e.model, client)
         actors = start_local_policies(local, p.actor_cpus, p.max_batch_size, p.timeout_s) if local else {}
         counts = CallCounts({**actors, **http}, servers)
         try:

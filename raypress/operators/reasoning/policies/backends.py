@@ -80,10 +80,12 @@ class OpenAIPolicy:
     """A ``Policy`` over any OpenAI-compatible ``/v1/completions`` endpoint (raypress's ``serve_llm`` too)."""
 
     def __init__(self, name: str, base_url: str, model: str, api_key: str | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, stop: list[str] | None = None) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S, stop: list[str] | None = None,
+                 user: str | None = None) -> None:
         import httpx
 
         self.name = name
+        self.user = user  # the OpenAI `user` field: a raypress server counts the calls of each client
         self.url = base_url.rstrip("/") + ("/completions" if base_url.rstrip("/").endswith("/v1") else "/v1/completions")
         self.model = model
         self.stop = list(stop or [])
@@ -98,6 +100,8 @@ class OpenAIPolicy:
                                 "temperature": temperature}
         if seed is not None:
             body["seed"] = seed
+        if self.user:
+            body["user"] = self.user
         if self.stop:
             body["stop"] = self.stop[:4]
         try:

@@ -28,6 +28,9 @@ from raypress.operators.reasoning.search.types import Policy, PolicyReply
 # raypress/serving/prometheus_metrics.py's end-to-end latency histogram: its _count is one per finished request
 SERVED_SERIES = "raypress:e2e_request_latency_seconds_count"
 MODEL_LABEL = "model_name"
+# raypress/serving/prometheus_metrics.py's answered requests per client (the OpenAI `user` field)
+BY_USER_FAMILY = "raypress:requests_by_user"
+USER_LABEL = "user"
 METRICS_TIMEOUT_S = 5.0
 
 
@@ -63,6 +66,7 @@ class ServedBy:
 
     metrics_url: str
     model: str
+    user: str | None = None  # the `user` this search's calls send: its own series, whoever else calls
 
 
 class ServedCountUnavailable(Exception):
@@ -97,7 +101,26 @@ def read_finished_requests(served: ServedBy, timeout_s: float = METRICS_TIMEOUT_
         raise ServedCountUnavailable(f"{type(error).__name__}: {error}") from error
     if response.status_code != 200:
         raise ServedCountUnavailable(f"HTTP {response.status_code}: {response.text[:200]}")
+    if served.user is not None:
+        return answered_for_user(response.text, served.model, served.user)
     return finished_requests(response.text, served.model)
+
+
+def answered_for_user(exposition: str, model: str, user: str) -> int:
+    """The requests the server answered for client ``user`` (0 before its first); ServedCountUnavailable
+    when the server keeps no per-client count (not a raypress server, or an older one)."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError as error:  # ray[serve] installs it
+        raise ServedCountUnavailable("reading /metrics needs prometheus_client") from error
+    try:
+        families = [f for f in text_string_to_metric_families(exposition) if f.name == BY_USER_FAMILY]
+    except ValueError as error:
+        raise ServedCountUnavailable(f"unreadable Prometheus text: {error}") from error
+    if not families:
+        raise ServedCountUnavailable(f"no {BY_USER_FAMILY} series (the server counts no clients)")
+    return int(sum(s.value for f in families for s in f.samples if s.name.endswith("_total")
+                   and s.labels.get(MODEL_LABEL) == model and s.labels.get(USER_LABEL) == user))
 
 
 class CallCounts:
