@@ -73,7 +73,17 @@ def _downstream(vp, start: str) -> set[str]:
     return below
 
 
-def test_foundation_loop_reduced(ray_session, tmp_path):
+@pytest.fixture
+def serve_down_after(ray_session):
+    """Serve is one per cluster: the run deletes its apps, this test takes Serve itself down (the
+    next test that serves starts its own)."""
+    yield
+    from ray import serve
+
+    serve.shutdown()
+
+
+def test_foundation_loop_reduced(ray_session, serve_down_after, tmp_path):
     pytest.importorskip("reasoning_gym")
     edgar = tmp_path / "edgar"  # the filings of this run: one of them changes at the end
     shutil.copytree(REPO / "samples" / "edgar", edgar)
