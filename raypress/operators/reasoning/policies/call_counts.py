@@ -73,19 +73,24 @@ class ServedCountUnavailable(Exception):
     """The server's count of finished requests cannot be read (why: the message)."""
 
 
-def finished_requests(exposition: str, model: str) -> int:
-    """``raypress:e2e_request_latency_seconds_count{model_name=model}`` in Prometheus text;
-    ServedCountUnavailable when the text holds no such series (not a raypress server, another model)."""
+def _families(exposition: str) -> list:
+    """The metric families of a Prometheus text; ServedCountUnavailable when it cannot be read."""
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError as error:  # ray[serve] installs it
         raise ServedCountUnavailable("reading /metrics needs prometheus_client (pip install prometheus_client)") \
             from error
     try:
-        samples = [s for family in text_string_to_metric_families(exposition) for s in family.samples]
+        return list(text_string_to_metric_families(exposition))
     except ValueError as error:
         raise ServedCountUnavailable(f"unreadable Prometheus text: {error}") from error
-    found = [s.value for s in samples if s.name == SERVED_SERIES and s.labels.get(MODEL_LABEL) == model]
+
+
+def finished_requests(exposition: str, model: str) -> int:
+    """``raypress:e2e_request_latency_seconds_count{model_name=model}`` in Prometheus text;
+    ServedCountUnavailable when the text holds no such series (not a raypress server, another model)."""
+    found = [s.value for family in _families(exposition) for s in family.samples
+             if s.name == SERVED_SERIES and s.labels.get(MODEL_LABEL) == model]
     if not found:
         raise ServedCountUnavailable(f"no {SERVED_SERIES} series for {MODEL_LABEL}={model!r}")
     return int(sum(found))
@@ -109,14 +114,7 @@ def read_finished_requests(served: ServedBy, timeout_s: float = METRICS_TIMEOUT_
 def answered_for_user(exposition: str, model: str, user: str) -> int:
     """The requests the server answered for client ``user`` (0 before its first); ServedCountUnavailable
     when the server keeps no per-client count (not a raypress server, or an older one)."""
-    try:
-        from prometheus_client.parser import text_string_to_metric_families
-    except ImportError as error:  # ray[serve] installs it
-        raise ServedCountUnavailable("reading /metrics needs prometheus_client") from error
-    try:
-        families = [f for f in text_string_to_metric_families(exposition) if f.name == BY_USER_FAMILY]
-    except ValueError as error:
-        raise ServedCountUnavailable(f"unreadable Prometheus text: {error}") from error
+    families = [f for f in _families(exposition) if f.name == BY_USER_FAMILY]
     if not families:
         raise ServedCountUnavailable(f"no {BY_USER_FAMILY} series (the server counts no clients)")
     return int(sum(s.value for f in families for s in f.samples if s.name.endswith("_total")
