@@ -89,3 +89,11 @@ def test_plan_of_the_cluster_profile_shows_gpu_workers_on_training_and_serving(p
     default = {r["node"]: r["resources"] for r in describe(make_plan(load_pipeline(str(pipeline), [])))}
     assert default["model"] == "cpu=0; 2 Ray Train workers × cpu=1 (gpu=1 where the cluster has a GPU per worker)"
     assert default["endpoint"] == "cpu=0; a Serve replica × cpu=1" and default["long"] == "cpu=1"
+
+
+def test_a_source_key_that_names_no_column_is_a_problem_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("name: x\nsettings: {source_key: 3}\nnodes:\n  - {id: a, op: read_jsonl, with: {paths: [d.jsonl]}}\n")
+    with pytest.raises(PipelineInvalid) as info:
+        load_pipeline(str(path), [])
+    assert f"{path}:2" in str(info.value) and "source_key must name a column (got 3)" in str(info.value)
